@@ -1,0 +1,64 @@
+// confinement: what a type must provide to be a confinement policy, and the
+// per-spawn state (`confined_launch`) it hands back.
+//
+// Minimal complete definition of a confinement policy `C`:
+//   static constexpr bool confines;          // false only for `unconfined`
+//   static constexpr bool needs_pre_exec;    // needs a spawn with a hook
+//   static constexpr std::string_view name;  // "bwrap", "landlock", …
+//   explicit C(const executor_config&);      // may throw std::invalid_argument
+// and, when `confines`:
+//   confined_launch prepare(sandbox_mode, const std::filesystem::path& root,
+//                           launch_plan&) const;
+//       Edits the plan (argv starts as {shell, "-c", command}) to confine it
+//       under `mode` (never danger-full-access). Throws sandbox_unavailable
+//       when it cannot.
+//   std::optional<std::string> runner_failure(confined_launch&,
+//                                             std::string_view err) const;
+//       After a non-zero exit: the reason when the confinement itself failed
+//       (the command never ran), else empty.
+//   bool is_denial(std::string_view err) const;
+//       Whether stderr speaks this backend's denial dialect (case-insensitive).
+// A `chain` additionally provides `select(probe)`; see confinement/chain.hpp.
+#pragma once
+
+#include <concepts>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "bashexec/config.hpp"
+#include "bashexec/launch.hpp"
+#include "bashexec/result.hpp"
+
+namespace bashexec {
+
+/// What a confinement keeps for one spawn until the process settles.
+struct confined_launch {
+  /// Mode and enforcement level; `denied`/`runner_failed` are filled later.
+  sandbox_info info;
+  /// Read end of a runner status channel (bwrap's --json-status-fd).
+  detail::unique_fd status;
+  /// Anything that must outlive the spawn call (a Landlock ruleset fd).
+  std::shared_ptr<void> keep_alive;
+};
+
+template <class C>
+concept confinement_policy = requires {
+  { C::confines } -> std::convertible_to<bool>;
+  { C::needs_pre_exec } -> std::convertible_to<bool>;
+  { C::name } -> std::convertible_to<std::string_view>;
+} && std::constructible_from<C, const executor_config&>;
+
+template <class C>
+concept confining_policy =
+    confinement_policy<C> && C::confines &&
+    requires(const C& c, sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan,
+             confined_launch& launch, std::string_view err) {
+      { c.prepare(mode, root, plan) } -> std::same_as<confined_launch>;
+      { c.runner_failure(launch, err) } -> std::same_as<std::optional<std::string>>;
+      { c.is_denial(err) } -> std::same_as<bool>;
+    };
+
+}  // namespace bashexec

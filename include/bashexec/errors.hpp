@@ -1,0 +1,48 @@
+// errors: what `run` and `start` throw. A non-zero exit, a timeout or an abort
+// is a result, never an exception; these are for "could not execute at all".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "bashexec/ids.hpp"
+#include "bashexec/sandbox_mode.hpp"
+
+namespace bashexec {
+
+/// The command could not be executed at all (unusable workdir, missing shell,
+/// stop requested before spawn, a failed system call).
+class infrastructure_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// No confinement could be applied for `mode`. Nothing ran: bashexec never
+/// falls back to an unconfined run.
+class sandbox_unavailable : public infrastructure_error {
+ public:
+  static constexpr std::string_view code = "SANDBOX_UNAVAILABLE";
+
+  sandbox_unavailable(sandbox_mode mode, const std::string& message)
+      : infrastructure_error(message), mode_(mode) {}
+
+  sandbox_mode mode() const noexcept { return mode_; }
+
+ private:
+  sandbox_mode mode_;
+};
+
+/// A task id this executor never issued.
+class unknown_task : public std::out_of_range {
+ public:
+  explicit unknown_task(const task_id& id)
+      : std::out_of_range("unknown task " + id.value()), id_(id) {}
+
+  const task_id& id() const noexcept { return id_; }
+
+ private:
+  task_id id_;
+};
+
+}  // namespace bashexec

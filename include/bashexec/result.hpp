@@ -1,0 +1,85 @@
+// result: what a run or a background task reports back — collected output,
+// sandbox facts, exit facts, task snapshots and incremental reads.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "bashexec/ids.hpp"
+#include "bashexec/sandbox_mode.hpp"
+
+namespace bashexec {
+
+/// One stream as collected under its cap (contract 5).
+struct collected_output {
+  /// The tail of the stream, at most the cap.
+  std::string text;
+  /// True when bytes were dropped from memory (the spill file has them all).
+  bool truncated = false;
+  /// The full-stream spill file; empty when there is none or closing it failed.
+  std::optional<std::filesystem::path> spill_path;
+};
+
+/// The sandbox facts of one confined (or deliberately unconfined) run.
+struct sandbox_info {
+  sandbox_mode mode = sandbox_mode::read_only;
+  /// The command failed because the sandbox refused a file effect.
+  bool denied = false;
+  /// Empty for `danger-full-access`, which is not confined.
+  std::optional<enforcement> level;
+  /// The confinement itself failed: the command never ran.
+  bool runner_failed = false;
+};
+
+/// A settled foreground run (contract 2–4).
+struct run_result {
+  std::optional<int> exit_code;
+  /// The signal that ended the shell, as a number (see `signal_name`).
+  std::optional<int> signal;
+  bool timed_out = false;
+  bool aborted = false;
+  /// True when the shell exited but descendants still held its output open
+  /// past the drain period and were killed.
+  bool leftovers_killed = false;
+  std::chrono::milliseconds timeout{};
+  collected_output out;
+  collected_output err;
+  std::optional<sandbox_info> sandbox;
+};
+
+enum class task_status { running, completed, killed };
+
+constexpr std::string_view to_string(task_status status) noexcept {
+  switch (status) {
+    case task_status::running: return "running";
+    case task_status::completed: return "completed";
+    case task_status::killed: return "killed";
+  }
+  return "unknown";
+}
+
+/// A copy of a background task's facts at one moment.
+struct task_snapshot {
+  task_id id;
+  std::string command;
+  task_status status = task_status::running;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<sandbox_info> sandbox;
+};
+
+/// An incremental read of a background task (contract 6).
+struct task_read {
+  task_snapshot task;
+  /// New stdout bytes, then (when stderr has new bytes) `[stderr]\n` and them.
+  std::string delta;
+  /// Some bytes since the last read slid out of memory; see the spill paths.
+  bool lossy = false;
+  std::optional<std::filesystem::path> stdout_spill_path;
+  std::optional<std::filesystem::path> stderr_spill_path;
+};
+
+}  // namespace bashexec
