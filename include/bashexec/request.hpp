@@ -18,33 +18,33 @@ namespace bashexec {
 /// One command to run. Everything but `command` is optional; `resolve`
 /// fills the gaps from the executor's configuration (contract 1).
 struct exec_request {
-  std::string command;
-  std::optional<std::filesystem::path> workdir;
-  std::optional<std::chrono::milliseconds> timeout;
+  std::string command{};
+  std::optional<std::filesystem::path> workdir{};
+  std::optional<std::chrono::milliseconds> timeout{};
   /// Per-stream in-memory cap (stdout and stderr each).
-  std::optional<std::size_t> stdout_max_bytes;
+  std::optional<std::size_t> stdout_max_bytes{};
   /// Foreground only: a stop request kills the run and marks it `aborted`.
-  std::stop_token stop;
+  std::stop_token stop{};
   /// Written to the child's stdin, which is then closed. Without it stdin is
   /// /dev/null; an empty string is still a pipe.
-  std::optional<std::string> stdin_data;
+  std::optional<std::string> stdin_data{};
   /// Merged last into the scrubbed environment: an explicit entry wins.
-  std::optional<std::map<std::string, std::string>> env;
-  std::optional<owner_token> owner;
-  std::optional<sandbox_mode> mode;
+  std::optional<std::map<std::string, std::string>> env{};
+  std::optional<owner_token> owner{};
+  std::optional<sandbox_mode> mode{};
 };
 
 /// A resolved request: workdir, timeout and cap are always set.
 struct exec_spec {
-  std::string command;
+  std::string command{};
   std::filesystem::path workdir;
   std::chrono::milliseconds timeout{};
   std::size_t stdout_max_bytes = 0;
-  std::stop_token stop;
-  std::optional<std::string> stdin_data;
-  std::optional<std::map<std::string, std::string>> env;
-  std::optional<owner_token> owner;
-  std::optional<sandbox_mode> mode;
+  std::stop_token stop{};
+  std::optional<std::string> stdin_data{};
+  std::optional<std::map<std::string, std::string>> env{};
+  std::optional<owner_token> owner{};
+  std::optional<sandbox_mode> mode{};
 };
 
 }  // namespace bashexec

@@ -1,0 +1,679 @@
+// basic_executor: the executor seam — foreground `run`, background `start`
+// with incremental reads, kills and completion listeners — composed at
+// compile time from spawn, confinement, output and ownership policies
+// (see policies.hpp). Contract items 1–17 of DESIGN.md live here.
+//
+// Threading: every member may be called from any thread. `run`, `wait` and
+// the destructor block; everything else returns promptly. Background
+// children are driven by one reactor thread per executor, started on the
+// first `start`.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bashexec/config.hpp"
+#include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/environment.hpp"
+#include "bashexec/detail/listeners.hpp"
+#include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/errors.hpp"
+#include "bashexec/policies.hpp"
+#include "bashexec/request.hpp"
+#include "bashexec/result.hpp"
+#include "bashexec/subscription.hpp"
+
+namespace bashexec {
+
+namespace detail {
+
+/// Moves a descriptor above 0–2 so renumbering the child's stdio can never
+/// clobber it (a host that closed its own stdin would otherwise get fd 0).
+inline unique_fd above_stdio(unique_fd fd) {
+  if (fd.get() > 2) return fd;
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
+  return unique_fd(moved);
+}
+
+/// A pipe whose parent end is non-blocking and whose child end is blocking.
+struct child_pipe {
+  unique_fd parent;
+  unique_fd child;
+};
+
+inline child_pipe make_child_pipe(bool parent_reads) {
+  auto [r, w] = make_pipe();
+  unique_fd parent = above_stdio(parent_reads ? std::move(r) : std::move(w));
+  unique_fd child = above_stdio(parent_reads ? std::move(w) : std::move(r));
+  if (::fcntl(parent.get(), F_SETFL, O_NONBLOCK) != 0) throw_syscall("fcntl(O_NONBLOCK)");
+  return {std::move(parent), std::move(child)};
+}
+
+inline void require_directory(const std::filesystem::path& workdir) {
+  struct stat st {};
+  if (::stat(workdir.c_str(), &st) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    throw infrastructure_error(fmt::format("workdir {}: not a directory", workdir.string()));
+  if (::access(workdir.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+}
+
+inline void require_executable(const std::filesystem::path& shell) {
+  if (::access(shell.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
+}
+
+inline std::filesystem::path current_directory() {
+  std::error_code ec;
+  auto cwd = std::filesystem::current_path(ec);
+  if (ec) throw infrastructure_error(fmt::format("getcwd: {}", ec.message()));
+  return cwd;
+}
+
+}  // namespace detail
+
+template <class Policies = policies<>>
+class basic_executor {
+ public:
+  using spawn_type = typename Policies::spawn;
+  using confinement_type = typename Policies::confinement;
+  using output_type = typename Policies::output;
+  using ownership_type = typename Policies::ownership;
+
+  static_assert(spawn_policy<spawn_type>, "basic_executor: the spawn policy does not model bashexec::spawn_policy");
+  static_assert(confinement_policy<confinement_type>,
+                "basic_executor: the confinement policy does not model bashexec::confinement_policy");
+  static_assert(output_policy<output_type>,
+                "basic_executor: the output policy does not model bashexec::output_policy");
+  static_assert(ownership_policy<ownership_type>,
+                "basic_executor: the ownership policy does not model bashexec::ownership_policy");
+  static_assert(!confinement_type::needs_pre_exec || spawn_type::supports_pre_exec,
+                "basic_executor: this confinement applies itself in the child right before exec (a pre-exec "
+                "hook), but the spawn policy has no pre-exec hook; use spawn_with<fork_exec>");
+  static_assert(!confinement_type::confines || confining_policy<confinement_type>,
+                "basic_executor: a confining policy must provide prepare, runner_failure and is_denial");
+
+  static constexpr bool confines = confinement_type::confines;
+
+  explicit basic_executor(executor_config config = {})
+      : config_((validate(config), std::move(config))),
+        cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
+        workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
+                                                       : cwd_),
+        spills_(config_.spill_parent.value_or(std::filesystem::path{}), config_.spill_budget_bytes,
+                config_.keep_spill_dir),
+        confinement_(config_),
+        listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
+    dev_null_ = detail::unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null_) detail::throw_syscall("open /dev/null");
+    dev_null_ = detail::above_stdio(std::move(dev_null_));
+  }
+
+  basic_executor(const basic_executor&) = delete;
+  basic_executor& operator=(const basic_executor&) = delete;
+
+  /// Disposal (contract 12): listeners are silenced first, then every running
+  /// task's group is stopped (SIGTERM, SIGKILL after the grace) and reaped.
+  ~basic_executor() {
+    listeners_->silence();
+    {
+      std::lock_guard lock(registry_mutex_);
+      for (auto& task : tasks_) task->stop(detail::stop_cause::disposal);
+    }
+    reactor_.wake();
+    reactor_.shutdown();
+  }
+
+  /// The mode a request without one runs under; empty for an executor that
+  /// never confines (the fact the tool layer reads).
+  std::optional<sandbox_mode> default_mode() const {
+    if constexpr (confines)
+      return config_.sandbox.default_mode.value_or(sandbox_mode::read_only);
+    else
+      return std::nullopt;
+  }
+
+  const executor_config& config() const noexcept { return config_; }
+  const std::filesystem::path& workspace_root() const noexcept { return workspace_root_; }
+  /// The private spill directory; empty until a stream first overflowed.
+  std::filesystem::path spill_directory() const { return spills_.path(); }
+
+  /// Applies defaults and caps (contract 1). Throws std::invalid_argument
+  /// naming the offending field.
+  exec_spec resolve(exec_request request) const {
+    if (request.command.empty()) throw std::invalid_argument("command must not be empty");
+    if (request.timeout && request.timeout->count() <= 0)
+      throw std::invalid_argument(fmt::format("timeout must be positive, got {} ms", request.timeout->count()));
+    if (request.stdout_max_bytes && *request.stdout_max_bytes == 0)
+      throw std::invalid_argument("stdout_max_bytes must be positive, got 0");
+    if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
+    exec_spec spec;
+    spec.command = std::move(request.command);
+    spec.workdir = request.workdir ? cwd_ / *request.workdir : cwd_;  // an absolute workdir replaces cwd_
+    spec.timeout = std::min(request.timeout.value_or(config_.default_timeout), config_.max_timeout);
+    spec.stdout_max_bytes = request.stdout_max_bytes.value_or(config_.output_cap);
+    spec.stop = std::move(request.stop);
+    spec.stdin_data = std::move(request.stdin_data);
+    spec.env = std::move(request.env);
+    spec.owner = std::move(request.owner);
+    spec.mode = request.mode;
+    if constexpr (confines)
+      if (!spec.mode) spec.mode = default_mode();
+    return spec;
+  }
+
+  /// Runs to completion (contract 2–8). Throws only when the command could
+  /// not be executed at all; a non-zero exit, a timeout or an abort is a
+  /// result.
+  run_result run(const exec_spec& spec) {
+    if (spec.stop.stop_requested())
+      throw infrastructure_error("run: stop was requested before the command was spawned");
+    return run_with(spec, select_confinement(spec));
+  }
+
+  /// Starts a background task and returns its id at once (contract 9).
+  task_id start(const exec_spec& spec) {
+    detail::require_directory(spec.workdir);
+    detail::require_executable(config_.shell);
+    const confinement_choice choice = select_confinement(spec);
+
+    auto task = std::make_unique<task_record>(*this, spec);
+    prepared launch = prepare(spec, choice);
+    try {
+      spawned_process process = spawn_type::spawn(launch.plan);
+      task->begin(std::move(process), std::move(launch));
+    } catch (const infrastructure_error& e) {
+      // The command never ran: the task settles as killed with the reason.
+      task->fail_to_start(e.what(), launch.info, launch.confined.has_value());
+    }
+    task_record* raw = task.get();
+    task_id id;
+    {
+      std::lock_guard lock(registry_mutex_);
+      id = task_id(fmt::format("bash-{}", ++last_id_));
+      raw->set_id(id);
+      index_.emplace(id, raw);
+      tasks_.push_back(std::move(task));
+    }
+    if (raw->running())
+      reactor_.add(*raw);
+    else
+      raw->on_settled();
+    return id;
+  }
+
+  task_snapshot get(const task_id& id) const { return find(id).snapshot(); }
+
+  /// Snapshots of every task, in start order.
+  std::vector<task_snapshot> list() const {
+    std::vector<task_record*> all;
+    {
+      std::lock_guard lock(registry_mutex_);
+      for (auto& task : tasks_) all.push_back(task.get());
+    }
+    std::vector<task_snapshot> out;
+    out.reserve(all.size());
+    for (auto* task : all) out.push_back(task->snapshot());
+    return out;
+  }
+
+  /// The owner token stored with the task, verbatim; empty for unknown ids
+  /// and ownerless tasks (contract 11).
+  std::optional<owner_token> owner_of(const task_id& id) const {
+    std::lock_guard lock(registry_mutex_);
+    auto it = index_.find(id);
+    if (it == index_.end()) return std::nullopt;
+    return it->second->owner();
+  }
+
+  /// What the task printed since the last read (contract 6).
+  task_read read_output(const task_id& id) { return find(id).read(); }
+
+  /// Stops a running task's group; false when it had already finished.
+  bool kill(const task_id& id) {
+    bool started = find(id).stop(detail::stop_cause::killed);
+    if (started) reactor_.wake();
+    return started;
+  }
+
+  /// Blocks until the task settles.
+  task_snapshot wait(const task_id& id) { return find(id).wait(std::nullopt).value(); }
+
+  /// Blocks at most `timeout`; empty when the task is still running then.
+  std::optional<task_snapshot> wait_for(const task_id& id, std::chrono::milliseconds timeout) {
+    return find(id).wait(timeout);
+  }
+
+  /// Calls `listener(const task_snapshot&)` once per task when it settles,
+  /// after its final facts are stamped (contract 10). Keep the returned
+  /// subscription alive as long as the listener should stay subscribed.
+  template <class Listener>
+  [[nodiscard]] subscription on_task_done(Listener&& listener) {
+    auto id = listeners_->add(std::function<void(const task_snapshot&)>(std::forward<Listener>(listener)));
+    std::weak_ptr<detail::listener_hub<task_snapshot>> hub = listeners_;
+    return subscription([hub, id] {
+      if (auto alive = hub.lock()) alive->remove(id);
+    });
+  }
+
+ private:
+  using collector = typename output_type::collector;
+
+  /// How one spawn is confined: not at all, or by the executor's policy
+  /// under `mode`.
+  struct confinement_choice {
+    bool confine = false;
+    std::optional<sandbox_mode> mode;
+  };
+
+  struct prepared {
+    launch_plan plan;
+    std::optional<confined_launch> confined;
+    std::optional<sandbox_info> info;
+    detail::parent_pipes pipes;
+    detail::unique_fd child_in, child_out, child_err;
+  };
+
+  confinement_choice select_confinement(const exec_spec& spec) {
+    if constexpr (confines) {
+      sandbox_mode mode = spec.mode.value_or(*default_mode());
+      if (mode == sandbox_mode::danger_full_access) return {false, mode};
+      ensure_selected();
+      return {true, mode};
+    } else {
+      return {false, std::nullopt};
+    }
+  }
+
+  /// A chain of candidates probes once per executor lifetime, on the first
+  /// confined call: a run of `true` under a read-only profile.
+  void ensure_selected() {
+    if constexpr (requires { confinement_type::needs_selection; }) {
+      std::call_once(selected_, [this] {
+        confinement_.select([this](const auto& candidate) { return probe(candidate); });
+      });
+    }
+  }
+
+  template <class Candidate>
+  bool probe(const Candidate& candidate) {
+    exec_spec spec;
+    spec.command = "true";
+    spec.workdir = "/";
+    spec.timeout = config_.sandbox.probe_timeout;
+    spec.stdout_max_bytes = 4096;
+    spec.mode = sandbox_mode::read_only;
+    try {
+      prepared launch = prepare_with(spec, &candidate, sandbox_mode::read_only);
+      auto result = drive(spec, std::move(launch), candidate);
+      return result.exit_code == 0 && !result.timed_out;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  prepared prepare(const exec_spec& spec, const confinement_choice& choice) {
+    if constexpr (confines) {
+      if (choice.confine) return prepare_with(spec, &confinement_, *choice.mode);
+      prepared launch = prepare_with(spec, static_cast<const confinement_type*>(nullptr), sandbox_mode::read_only);
+      launch.info = sandbox_info{*choice.mode, false, std::nullopt, false};  // danger-full-access: unwrapped
+      return launch;
+    } else {
+      return prepare_with(spec, static_cast<const confinement_type*>(nullptr), sandbox_mode::read_only);
+    }
+  }
+
+  /// The plan for one spawn: `shell -c command`, the scrubbed environment,
+  /// fresh pipes, and (when `confinement` is set) the confinement's edits.
+  template <class Confinement>
+  prepared prepare_with(const exec_spec& spec, const Confinement* confinement, sandbox_mode mode) {
+    prepared p;
+    auto out = detail::make_child_pipe(true);
+    auto err = detail::make_child_pipe(true);
+    p.pipes.out = std::move(out.parent);
+    p.pipes.err = std::move(err.parent);
+    p.child_out = std::move(out.child);
+    p.child_err = std::move(err.child);
+    if (spec.stdin_data) {
+      auto in = detail::make_child_pipe(false);
+      p.pipes.in = std::move(in.parent);
+      p.child_in = std::move(in.child);
+    }
+    p.plan.argv = {config_.shell.string(), "-c", spec.command};
+    p.plan.env = detail::child_environment(spec.env ? &*spec.env : nullptr);
+    p.plan.workdir = spec.workdir;
+    p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
+    p.plan.stdout_fd = p.child_out.get();
+    p.plan.stderr_fd = p.child_err.get();
+    if constexpr (Confinement::confines) {
+      if (confinement) {
+        p.confined = confinement->prepare(mode, workspace_root_, p.plan);
+        p.info = p.confined->info;
+      }
+    }
+    return p;
+  }
+
+  run_result run_with(const exec_spec& spec, const confinement_choice& choice) {
+    detail::require_directory(spec.workdir);
+    detail::require_executable(config_.shell);
+    return drive(spec, prepare(spec, choice), confinement_);
+  }
+
+  /// Spawns and drives one foreground child in the calling thread.
+  template <class Confinement>
+  run_result drive(const exec_spec& spec, prepared launch, const Confinement& confinement) {
+    spawned_process process;
+    try {
+      process = spawn_type::spawn(launch.plan);
+    } catch (const infrastructure_error& e) {
+      if (launch.confined) throw runner_unavailable(*launch.info, e.what());
+      throw;
+    }
+    launch.child_in.reset();
+    launch.child_out.reset();
+    launch.child_err.reset();
+    const auto started = detail::clock::now();
+    detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
+                                       spec.stdin_data.value_or(std::string{}),
+                                       collector(spec.stdout_max_bytes, spills_),
+                                       collector(spec.stdout_max_bytes, spills_), timing(), started + spec.timeout);
+    drive_until_settled(child, spec.stop);
+
+    run_result result;
+    result.exit_code = child.exit().exit_code;
+    result.signal = child.exit().signal;
+    result.timed_out = child.cause() == detail::stop_cause::timed_out;
+    result.aborted = child.cause() == detail::stop_cause::aborted;
+    result.leftovers_killed = child.cause() == detail::stop_cause::leftovers;
+    result.timeout = spec.timeout;
+    result.out = child.out().finish();
+    result.err = child.err().finish();
+    result.sandbox = launch.info;
+    if constexpr (Confinement::confines) {
+      if (launch.confined && result.exit_code && *result.exit_code != 0) {
+        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text))
+          throw runner_unavailable(*launch.info, *reason);
+        result.sandbox->denied = confinement.is_denial(result.err.text);
+      }
+    }
+    return result;
+  }
+
+  static sandbox_unavailable runner_unavailable(const sandbox_info& info, std::string_view reason) {
+    return sandbox_unavailable(info.mode, fmt::format("{} sandbox runner failed under {} mode: {}",
+                                                      confinement_type::name, info.mode, first_line(reason)));
+  }
+
+  static std::string_view first_line(std::string_view text) {
+    while (!text.empty() && (text.front() == '\n' || text.front() == '\r')) text.remove_prefix(1);
+    return text.substr(0, text.find('\n'));
+  }
+
+  /// The foreground event loop: poll over the child's pipes, its pidfd and
+  /// (when the caller can stop) an eventfd the stop callback signals.
+  void drive_until_settled(detail::child_run<collector>& child, const std::stop_token& stop) {
+    detail::unique_fd stop_fd;
+    std::optional<std::stop_callback<std::function<void()>>> on_stop;
+    if (stop.stop_possible()) {
+      stop_fd = detail::unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+      if (!stop_fd) detail::throw_syscall("eventfd");
+      on_stop.emplace(stop, std::function<void()>([fd = stop_fd.get()] {
+                        std::uint64_t one = 1;
+                        [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
+                      }));
+    }
+    std::vector<char> scratch(1 << 16);
+    using source = detail::child_source;
+    while (!child.settled()) {
+      pollfd fds[5];
+      source sources[5];
+      nfds_t count = 0;
+      auto watch = [&](int fd, short events, source s) {
+        if (fd < 0) return;
+        fds[count] = {fd, events, 0};
+        sources[count++] = s;
+      };
+      watch(child.fd(source::out), POLLIN, source::out);
+      watch(child.fd(source::err), POLLIN, source::err);
+      watch(child.fd(source::in), POLLOUT, source::in);
+      watch(child.fd(source::exit), POLLIN, source::exit);
+      const nfds_t stop_index = count;
+      if (stop_fd) fds[count++] = {stop_fd.get(), POLLIN, 0};
+
+      int timeout_ms = -1;
+      if (auto at = child.next_deadline()) {
+        auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - detail::clock::now()).count();
+        timeout_ms = static_cast<int>(std::max<decltype(ms)>(ms, 0));
+      }
+      int ready = ::poll(fds, count, timeout_ms);
+      if (ready < 0 && errno != EINTR) detail::throw_syscall("poll");
+      const auto now = detail::clock::now();
+      if (stop_fd && ready > 0 && fds[stop_index].revents) child.request_stop(detail::stop_cause::aborted, now);
+      for (nfds_t i = 0; ready > 0 && i < stop_index; ++i) {
+        if (!fds[i].revents || child.fd(sources[i]) < 0) continue;
+        if (sources[i] == source::in)
+          child.on_writable(now);
+        else if (sources[i] == source::exit)
+          child.on_exit_signalled(now);
+        else
+          child.on_readable(sources[i], scratch.data(), scratch.size(), now);
+      }
+      child.on_time(now);
+    }
+  }
+
+  detail::stop_timing timing() const { return {config_.kill_grace, config_.drain_timeout}; }
+
+  /// One background task: its child, its facts and its read offsets.
+  class task_record final : public detail::reactor::client {
+   public:
+    task_record(basic_executor& owner, const exec_spec& spec)
+        : executor_(owner), owner_token_(ownership_type::keep(spec.owner)), spec_stdin_(spec.stdin_data) {
+      snapshot_.command = spec.command;
+      cap_ = spec.stdout_max_bytes;
+    }
+
+    void set_id(const task_id& id) {
+      std::lock_guard lock(mutex_);
+      snapshot_.id = id;
+    }
+
+    void begin(spawned_process process, prepared launch) {
+      launch.child_in.reset();
+      launch.child_out.reset();
+      launch.child_err.reset();
+      snapshot_.sandbox = launch.info;
+      confined_ = std::move(launch.confined);
+      child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
+                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.timing(),
+                     std::nullopt);
+      spec_stdin_.reset();
+    }
+
+    /// A spawn that failed: the task is settled as killed, the reason in its
+    /// stderr; under a confinement that is a runner failure.
+    void fail_to_start(std::string_view reason, const std::optional<sandbox_info>& info, bool confined) {
+      spawn_error_ = fmt::format("bashexec: could not start the command: {}\n", reason);
+      snapshot_.sandbox = info;
+      if (confined) snapshot_.sandbox->runner_failed = true;
+    }
+
+    bool running() const { return child_.has_value(); }
+
+    std::optional<owner_token> owner() const { return owner_token_; }
+
+    task_snapshot snapshot() const {
+      std::lock_guard lock(mutex_);
+      return snapshot_;
+    }
+
+    bool stop(detail::stop_cause cause) {
+      std::lock_guard lock(mutex_);
+      if (!child_ || child_->settled()) return false;
+      return child_->request_stop(cause, detail::clock::now());
+    }
+
+    std::optional<task_snapshot> wait(std::optional<std::chrono::milliseconds> timeout) {
+      std::unique_lock lock(mutex_);
+      auto done = [this] { return settled_; };
+      if (!timeout)
+        settled_cv_.wait(lock, done);
+      else if (!settled_cv_.wait_for(lock, *timeout, done))
+        return std::nullopt;
+      return snapshot_;
+    }
+
+    task_read read() {
+      std::lock_guard lock(mutex_);
+      task_read r;
+      r.task = snapshot_;
+      if (!child_) {
+        r.delta = spawn_error_read_ ? "" : "[stderr]\n" + spawn_error_;
+        spawn_error_read_ = true;
+        return r;
+      }
+      auto out = child_->out().since(out_offset_);
+      auto err = child_->err().since(err_offset_);
+      out_offset_ = out.begin + out.bytes.size();
+      err_offset_ = err.begin + err.bytes.size();
+      r.lossy = out.lossy || err.lossy;
+      r.delta = std::move(out.bytes);
+      if (!err.bytes.empty()) {
+        if (!r.delta.empty() && r.delta.back() != '\n') r.delta += '\n';
+        r.delta += "[stderr]\n";
+        r.delta += err.bytes;
+      }
+      r.stdout_spill_path = child_->out().spill_path();
+      r.stderr_spill_path = child_->err().spill_path();
+      return r;
+    }
+
+    // reactor::client — called on the reactor thread.
+    int fd(detail::child_source source) override {
+      std::lock_guard lock(mutex_);
+      return child_ ? child_->fd(source) : -1;
+    }
+    void on_event(detail::child_source source, char* scratch, std::size_t size,
+                  detail::clock::time_point now) override {
+      std::lock_guard lock(mutex_);
+      if (source == detail::child_source::in)
+        child_->on_writable(now);
+      else if (source == detail::child_source::exit)
+        child_->on_exit_signalled(now);
+      else
+        child_->on_readable(source, scratch, size, now);
+    }
+    std::optional<detail::clock::time_point> deadline() override {
+      std::lock_guard lock(mutex_);
+      return child_->next_deadline();
+    }
+    void on_time(detail::clock::time_point now) override {
+      std::lock_guard lock(mutex_);
+      child_->on_time(now);
+    }
+    bool settled() override {
+      std::lock_guard lock(mutex_);
+      return child_->settled();
+    }
+
+    /// Stamps the final facts (contract 17), then tells the listeners.
+    void on_settled() override {
+      task_snapshot final_facts;
+      {
+        std::lock_guard lock(mutex_);
+        stamp();
+        settled_ = true;
+        final_facts = snapshot_;
+      }
+      settled_cv_.notify_all();
+      executor_.listeners_->notify(final_facts);
+    }
+
+   private:
+    void stamp() {
+      if (!child_) {
+        snapshot_.status = task_status::killed;
+        return;
+      }
+      const auto& exit = child_->exit();
+      snapshot_.exit_code = exit.exit_code;
+      snapshot_.signal = exit.signal;
+      snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
+      child_->out().finish();  // closes the spill files; the tails stay readable
+      const collected_output err = child_->err().finish();
+      if constexpr (confines) {
+        if (confined_ && exit.exit_code && *exit.exit_code != 0) {
+          if (executor_.confinement_.runner_failure(*confined_, err.text))
+            snapshot_.sandbox->runner_failed = true;
+          else
+            snapshot_.sandbox->denied = executor_.confinement_.is_denial(err.text);
+        }
+      }
+    }
+
+    basic_executor& executor_;
+    mutable std::mutex mutex_;
+    std::condition_variable settled_cv_;
+    task_snapshot snapshot_;
+    std::optional<owner_token> owner_token_;
+    std::optional<std::string> spec_stdin_;
+    std::size_t cap_ = 0;
+    std::optional<confined_launch> confined_;
+    std::optional<detail::child_run<collector>> child_;
+    std::uint64_t out_offset_ = 0;
+    std::uint64_t err_offset_ = 0;
+    std::string spawn_error_;
+    bool spawn_error_read_ = false;
+    bool settled_ = false;
+  };
+
+  task_record& find(const task_id& id) const {
+    std::lock_guard lock(registry_mutex_);
+    auto it = index_.find(id);
+    if (it == index_.end()) throw unknown_task(id);
+    return *it->second;
+  }
+
+  executor_config config_;
+  std::filesystem::path cwd_;
+  std::filesystem::path workspace_root_;
+  detail::spill_directory spills_;
+  confinement_type confinement_;
+  std::once_flag selected_;
+  detail::unique_fd dev_null_;
+  std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
+
+  mutable std::mutex registry_mutex_;
+  std::uint64_t last_id_ = 0;
+  std::vector<std::unique_ptr<task_record>> tasks_;
+  std::unordered_map<task_id, task_record*> index_;
+  // Declared last: destroyed (joined) first, while the tasks still exist.
+  detail::reactor reactor_;
+};
+
+}  // namespace bashexec

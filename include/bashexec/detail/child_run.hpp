@@ -1,0 +1,231 @@
+// detail/child_run: the life of one spawned child as a state machine that
+// any event loop can drive — the foreground `run` (poll in the caller's
+// thread) and the background reactor (epoll) share it.
+//
+// It reads both output pipes into their collectors, feeds stdin, reaps the
+// shell through its pidfd, and stops the process group on request:
+// SIGTERM, SIGKILL after the grace period, and SIGKILL again until no live
+// member of the group is left (contract 4). After the shell exits it waits
+// for end of file on the pipes at most `drain` before stopping the group
+// (a backgrounded grandchild must not hang a foreground run).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "bashexec/detail/no_sigpipe.hpp"
+#include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/process_group.hpp"
+#include "bashexec/launch.hpp"
+
+namespace bashexec::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// Why a child was stopped; the first cause wins (contract 3).
+enum class stop_cause { none, timed_out, aborted, killed, leftovers, disposal };
+
+struct stop_timing {
+  std::chrono::milliseconds grace{3000};
+  std::chrono::milliseconds drain{2000};
+};
+
+/// The parent's ends of a child's pipes (non-blocking, close-on-exec).
+struct parent_pipes {
+  unique_fd in;
+  unique_fd out;
+  unique_fd err;
+};
+
+enum class child_source { out, err, in, exit };
+
+template <class Collector>
+class child_run {
+ public:
+  child_run(spawned_process process, parent_pipes pipes, std::string stdin_data, Collector out, Collector err,
+            stop_timing timing, std::optional<clock::time_point> timeout_at)
+      : pid_(process.pid),
+        pidfd_(std::move(process.pidfd)),
+        pipes_(std::move(pipes)),
+        stdin_data_(std::move(stdin_data)),
+        out_(std::move(out)),
+        err_(std::move(err)),
+        timing_(timing),
+        timeout_at_(timeout_at) {
+    if (pipes_.in && stdin_data_.empty()) pipes_.in.reset();  // an empty stdin is at EOF at once
+  }
+
+  /// The descriptor to watch for `source`, or -1 when it is closed.
+  int fd(child_source source) const noexcept {
+    switch (source) {
+      case child_source::out: return pipes_.out.get();
+      case child_source::err: return pipes_.err.get();
+      case child_source::in: return pipes_.in.get();
+      case child_source::exit: return pidfd_.get();
+    }
+    return -1;
+  }
+
+  /// Reads what the pipe holds (bounded per call, so one chatty child cannot
+  /// starve the others of a shared loop). End of file closes it.
+  void on_readable(child_source source, char* scratch, std::size_t size, clock::time_point now) {
+    unique_fd& pipe = source == child_source::out ? pipes_.out : pipes_.err;
+    Collector& sink = source == child_source::out ? out_ : err_;
+    for (int round = 0; round < 16 && pipe; ++round) {
+      ssize_t n = ::read(pipe.get(), scratch, size);
+      if (n > 0) {
+        sink.append(scratch, static_cast<std::size_t>(n));
+        if (static_cast<std::size_t>(n) < size) break;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      pipe.reset();  // EOF or a read error: the stream is over
+    }
+    update(now);
+  }
+
+  void on_writable(clock::time_point now) {
+    while (pipes_.in && stdin_offset_ < stdin_data_.size()) {
+      ssize_t n = write_without_sigpipe(pipes_.in.get(), stdin_data_.data() + stdin_offset_,
+                                        stdin_data_.size() - stdin_offset_);
+      if (n > 0) {
+        stdin_offset_ += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      break;  // EPIPE: the child stopped reading; that is its business
+    }
+    pipes_.in.reset();
+    std::string().swap(stdin_data_);
+    update(now);
+  }
+
+  /// The pidfd became readable: the shell exited.
+  void on_exit_signalled(clock::time_point now) {
+    if (!pidfd_) return;
+    if (auto facts = try_reap(pidfd_.get())) {
+      exit_ = *facts;
+      exited_ = true;
+      exited_at_ = now;
+      pidfd_.reset();
+    }
+    update(now);
+  }
+
+  /// Starts stopping the group for `cause` unless a cause was recorded
+  /// already. Returns whether this call's cause was the one recorded.
+  bool request_stop(stop_cause cause, clock::time_point now) {
+    if (settled_ || cause_ != stop_cause::none) return false;
+    cause_ = cause;
+    signal_group(pid_, SIGTERM);
+    kill_at_ = now + timing_.grace;
+    group_check_at_ = now;
+    update(now);
+    return true;
+  }
+
+  /// Timers: the run's timeout, the SIGKILL escalation, the drain limit.
+  void on_time(clock::time_point now) {
+    if (settled_) return;
+    if (cause_ == stop_cause::none && timeout_at_ && now >= *timeout_at_) request_stop(stop_cause::timed_out, now);
+    if (cause_ != stop_cause::none && now >= kill_at_) {
+      if (!kill_sent_) give_up_at_ = now + timing_.grace;  // bound for members stuck in the kernel
+      kill_sent_ = true;
+      signal_group(pid_, SIGKILL);  // again each round: a member may have forked meanwhile
+      kill_at_ = now + std::chrono::milliseconds(10);
+    }
+    update(now);
+  }
+
+  std::optional<clock::time_point> next_deadline() const {
+    if (settled_) return std::nullopt;
+    std::optional<clock::time_point> next;
+    auto consider = [&next](clock::time_point t) { next = next ? std::min(*next, t) : t; };
+    if (cause_ == stop_cause::none) {
+      if (timeout_at_) consider(*timeout_at_);
+      if (exited_) consider(exited_at_ + timing_.drain);
+    } else {
+      consider(kill_at_);
+      if (exited_) consider(group_check_at_);
+    }
+    return next;
+  }
+
+  bool settled() const noexcept { return settled_; }
+  bool wants_write() const noexcept { return static_cast<bool>(pipes_.in); }
+  pid_t pid() const noexcept { return pid_; }
+  stop_cause cause() const noexcept { return cause_; }
+  const exit_facts& exit() const noexcept { return exit_; }
+  Collector& out() noexcept { return out_; }
+  Collector& err() noexcept { return err_; }
+  const Collector& out() const noexcept { return out_; }
+  const Collector& err() const noexcept { return err_; }
+
+ private:
+  void update(clock::time_point now) {
+    if (settled_ || pidfd_) return;  // the shell has not been reaped yet
+    if (cause_ == stop_cause::none) {
+      if (!pipes_.out && !pipes_.err) return finish();
+      if (now >= exited_at_ + timing_.drain) request_stop(stop_cause::leftovers, now);
+      return;
+    }
+    // Stopping: settled once no live member of the group is left, whoever
+    // still holds the pipes (a member that escaped the group, say).
+    if (now < group_check_at_) return;
+    if (!group_has_live_members(pid_) || (kill_sent_ && now >= give_up_at_)) return finish();
+    group_check_at_ = now + std::chrono::milliseconds(10);
+  }
+
+  void finish() {
+    // Whatever is still buffered in the pipes belongs to the output; bounded,
+    // since a process outside the group may still be writing.
+    char scratch[16384];
+    for (auto source : {child_source::out, child_source::err}) {
+      unique_fd& pipe = source == child_source::out ? pipes_.out : pipes_.err;
+      Collector& sink = source == child_source::out ? out_ : err_;
+      for (int round = 0; round < 64 && pipe; ++round) {
+        ssize_t n = ::read(pipe.get(), scratch, sizeof scratch);
+        if (n > 0) {
+          sink.append(scratch, static_cast<std::size_t>(n));
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        break;
+      }
+      pipe.reset();
+    }
+    pipes_.in.reset();
+    settled_ = true;
+  }
+
+  pid_t pid_;
+  unique_fd pidfd_;
+  parent_pipes pipes_;
+  std::string stdin_data_;
+  std::size_t stdin_offset_ = 0;
+  Collector out_;
+  Collector err_;
+  stop_timing timing_;
+  std::optional<clock::time_point> timeout_at_;
+
+  exit_facts exit_;
+  bool exited_ = false;
+  clock::time_point exited_at_{};
+  stop_cause cause_ = stop_cause::none;
+  clock::time_point kill_at_{};
+  clock::time_point group_check_at_{};
+  clock::time_point give_up_at_{};
+  bool kill_sent_ = false;
+  bool settled_ = false;
+};
+
+}  // namespace bashexec::detail

@@ -1,0 +1,107 @@
+// detail/landlock: the Landlock kernel ABI (constants, structs, raw system
+// calls) defined here rather than taken from <linux/landlock.h>, because
+// distribution headers lag the kernel (Debian 12 lacks TRUNCATE and
+// IOCTL_DEV). Numbers are the kernel's UAPI, stable across architectures.
+#pragma once
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace bashexec::detail {
+
+// The three Landlock system calls share one number on every architecture.
+#ifdef SYS_landlock_create_ruleset
+inline constexpr long sys_landlock_create_ruleset = SYS_landlock_create_ruleset;
+inline constexpr long sys_landlock_add_rule = SYS_landlock_add_rule;
+inline constexpr long sys_landlock_restrict_self = SYS_landlock_restrict_self;
+#else
+inline constexpr long sys_landlock_create_ruleset = 444;
+inline constexpr long sys_landlock_add_rule = 445;
+inline constexpr long sys_landlock_restrict_self = 446;
+#endif
+
+inline constexpr std::uint32_t landlock_create_ruleset_version = 1U << 0;
+inline constexpr int landlock_rule_path_beneath = 1;
+
+// Filesystem access rights, with the ABI version that introduced each.
+inline constexpr std::uint64_t landlock_access_fs_execute = 1ULL << 0;       // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_write_file = 1ULL << 1;    // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_read_file = 1ULL << 2;     // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_read_dir = 1ULL << 3;      // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_remove_dir = 1ULL << 4;    // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_remove_file = 1ULL << 5;   // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_char = 1ULL << 6;     // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_dir = 1ULL << 7;      // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_reg = 1ULL << 8;      // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_sock = 1ULL << 9;     // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_fifo = 1ULL << 10;    // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_block = 1ULL << 11;   // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_make_sym = 1ULL << 12;     // ABI 1
+inline constexpr std::uint64_t landlock_access_fs_refer = 1ULL << 13;        // ABI 2
+inline constexpr std::uint64_t landlock_access_fs_truncate = 1ULL << 14;     // ABI 3
+inline constexpr std::uint64_t landlock_access_fs_ioctl_dev = 1ULL << 15;    // ABI 5
+
+/// Every filesystem right the given ABI version understands. Handling a
+/// right the kernel does not know makes landlock_create_ruleset fail.
+constexpr std::uint64_t landlock_fs_rights_for_abi(int abi) noexcept {
+  if (abi < 1) return 0;
+  std::uint64_t rights = (1ULL << 13) - 1;  // ABI 1: bits 0..12
+  if (abi >= 2) rights |= landlock_access_fs_refer;
+  if (abi >= 3) rights |= landlock_access_fs_truncate;
+  if (abi >= 5) rights |= landlock_access_fs_ioctl_dev;
+  return rights;
+}
+
+/// Rights that may be granted on a non-directory (the kernel rejects others).
+inline constexpr std::uint64_t landlock_file_rights =
+    landlock_access_fs_execute | landlock_access_fs_write_file | landlock_access_fs_read_file |
+    landlock_access_fs_truncate | landlock_access_fs_ioctl_dev;
+
+/// Rights that only observe (plus device ioctls, which are not a file effect
+/// the modes promise to govern, and which isatty() on a terminal needs).
+inline constexpr std::uint64_t landlock_read_rights =
+    landlock_access_fs_execute | landlock_access_fs_read_file | landlock_access_fs_read_dir |
+    landlock_access_fs_ioctl_dev;
+
+/// Only the first field is used: passing its size keeps net and scope rules
+/// (ABI 4, 6) unhandled, which is what file-effect modes want.
+struct landlock_ruleset_attr {
+  std::uint64_t handled_access_fs;
+};
+
+struct [[gnu::packed]] landlock_path_beneath_attr {
+  std::uint64_t allowed_access;
+  std::int32_t parent_fd;
+};
+
+inline int landlock_create_ruleset(const landlock_ruleset_attr* attr, std::size_t size,
+                                   std::uint32_t flags) noexcept {
+  return static_cast<int>(::syscall(sys_landlock_create_ruleset, attr, size, flags));
+}
+
+inline int landlock_add_rule(int ruleset_fd, int rule_type, const void* rule_attr,
+                             std::uint32_t flags) noexcept {
+  return static_cast<int>(::syscall(sys_landlock_add_rule, ruleset_fd, rule_type, rule_attr, flags));
+}
+
+/// Async-signal-safe: a bare system call.
+inline int landlock_restrict_self(int ruleset_fd, std::uint32_t flags) noexcept {
+  return static_cast<int>(::syscall(sys_landlock_restrict_self, ruleset_fd, flags));
+}
+
+/// The kernel's Landlock ABI version, or -errno when Landlock is absent
+/// (ENOSYS: not built in; EOPNOTSUPP: built in but not enabled at boot).
+/// Queried once per process: the answer cannot change while we run.
+inline int landlock_abi() noexcept {
+  static const int abi = [] {
+    int version = landlock_create_ruleset(nullptr, 0, landlock_create_ruleset_version);
+    return version >= 0 ? version : -errno;
+  }();
+  return abi;
+}
+
+}  // namespace bashexec::detail

@@ -1,0 +1,47 @@
+// detail/text_match: the case-insensitive matching that classifies a
+// confined run's stderr (denial dialects, runner-failure signatures, contract
+// 16), and the small text helpers around it.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+namespace bashexec::detail {
+
+constexpr char ascii_lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+/// Whether `needle` occurs in `haystack`, ignoring ASCII case. Error texts
+/// from the kernel and from runners are ASCII; locale rules would only add
+/// surprises.
+constexpr bool icontains(std::string_view haystack, std::string_view needle) noexcept {
+  if (needle.empty()) return true;
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
+  return it != haystack.end();
+}
+
+/// Whether any of `needles` occurs in `haystack`, ignoring ASCII case.
+template <class Range>
+constexpr bool icontains_any(std::string_view haystack, const Range& needles) noexcept {
+  for (std::string_view needle : needles)
+    if (icontains(haystack, needle)) return true;
+  return false;
+}
+
+/// The first non-blank line of `text`, without its line ending.
+inline std::string first_line(std::string_view text) {
+  while (!text.empty()) {
+    auto end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") != std::string_view::npos) return std::string(line);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return {};
+}
+
+}  // namespace bashexec::detail

@@ -1,0 +1,54 @@
+// output: what a type must provide to be an output policy — how one stream
+// of a child is collected, bounded and served to incremental reads.
+//
+// Minimal complete definition of an output policy `O`:
+//   static constexpr std::string_view name;
+//   class O::collector {
+//     collector(std::size_t cap, detail::spill_directory&);
+//     void append(const char* data, std::size_t size);  // bytes as they arrive
+//     std::uint64_t total() const;                      // whole-stream bytes seen
+//     output_slice since(std::uint64_t offset) const;   // bytes from a stream offset
+//     std::optional<std::filesystem::path> spill_path() const;
+//     collected_output finish();                        // once, at end of stream
+//   };
+// Laws every shipped policy passes (tests/test_output_laws.cpp): `total()`
+// counts every appended byte; `since(total())` is empty and not lossy;
+// consecutive `since` calls that advance by what they returned never repeat
+// a byte; `finish().truncated` is false exactly when the text is the whole
+// stream.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/result.hpp"
+
+namespace bashexec {
+
+/// Bytes served from a stream offset. `lossy` means some bytes between the
+/// requested offset and `begin` are no longer in memory.
+struct output_slice {
+  std::string bytes;
+  std::uint64_t begin = 0;
+  bool lossy = false;
+};
+
+template <class O>
+concept output_policy =
+    requires { { O::name } -> std::convertible_to<std::string_view>; typename O::collector; } &&
+    std::constructible_from<typename O::collector, std::size_t, detail::spill_directory&> &&
+    requires(typename O::collector& c, const typename O::collector& cc, const char* data,
+             std::size_t size, std::uint64_t offset) {
+      c.append(data, size);
+      { cc.total() } -> std::same_as<std::uint64_t>;
+      { cc.since(offset) } -> std::same_as<output_slice>;
+      { cc.spill_path() } -> std::same_as<std::optional<std::filesystem::path>>;
+      { c.finish() } -> std::same_as<collected_output>;
+    };
+
+}  // namespace bashexec
