@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages bashexec builds, tests and runs with.
+# Idempotent: packages already present are not touched, and apt is not
+# called at all when nothing is missing. Installs only from Debian's archive.
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config            # toolchain
+  libboost-dev libfmt-dev librange-v3-dev nlohmann-json3-dev  # library deps
+  catch2 libbenchmark-dev              # tests and benchmarks
+  bubblewrap procps                    # sandbox backend; ps/pgrep for tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: run as root (or install these packages yourself): ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
