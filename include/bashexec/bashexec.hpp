@@ -27,3 +27,4 @@
 #include "bashexec/spawn/fork_exec.hpp"
 #include "bashexec/spawn/posix_spawn.hpp"
 #include "bashexec/subscription.hpp"
+#include "bashexec/version.hpp"

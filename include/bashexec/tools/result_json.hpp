@@ -1,0 +1,70 @@
+// tools/result_json: run results, task snapshots and sandbox facts as JSON
+// objects (nlohmann-json), for harnesses and the CLI's `--json` output.
+// Text fields are made valid UTF-8 first, so dumping never throws.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "bashexec/result.hpp"
+#include "bashexec/signal_name.hpp"
+#include "bashexec/tools/utf8.hpp"
+
+namespace bashexec {
+
+namespace detail {
+
+template <class T>
+nlohmann::json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+inline nlohmann::json path_or_null(const std::optional<std::filesystem::path>& path) {
+  return path ? nlohmann::json(to_valid_utf8(path->string())) : nlohmann::json(nullptr);
+}
+
+inline nlohmann::json signal_json(const std::optional<int>& signo) {
+  return signo ? nlohmann::json(signal_name(*signo)) : nlohmann::json(nullptr);
+}
+
+}  // namespace detail
+
+inline nlohmann::json to_json(const collected_output& stream) {
+  return {{"text", to_valid_utf8(stream.text)},
+          {"truncated", stream.truncated},
+          {"spill_path", detail::path_or_null(stream.spill_path)}};
+}
+
+inline nlohmann::json to_json(const sandbox_info& info) {
+  return {{"mode", std::string(to_string(info.mode))},
+          {"denied", info.denied},
+          {"enforcement", info.level ? nlohmann::json(std::string(to_string(*info.level))) : nlohmann::json(nullptr)},
+          {"runner_failed", info.runner_failed}};
+}
+
+inline nlohmann::json to_json(const run_result& result) {
+  return {{"exit_code", detail::or_null(result.exit_code)},
+          {"signal", detail::or_null(result.signal)},
+          {"signal_name", detail::signal_json(result.signal)},
+          {"timed_out", result.timed_out},
+          {"aborted", result.aborted},
+          {"leftovers_killed", result.leftovers_killed},
+          {"timeout_ms", result.timeout.count()},
+          {"stdout", to_json(result.out)},
+          {"stderr", to_json(result.err)},
+          {"sandbox", result.sandbox ? to_json(*result.sandbox) : nlohmann::json(nullptr)}};
+}
+
+inline nlohmann::json to_json(const task_snapshot& task) {
+  return {{"id", task.id.value()},
+          {"command", to_valid_utf8(task.command)},
+          {"status", std::string(to_string(task.status))},
+          {"exit_code", detail::or_null(task.exit_code)},
+          {"signal", detail::or_null(task.signal)},
+          {"signal_name", detail::signal_json(task.signal)},
+          {"sandbox", task.sandbox ? to_json(*task.sandbox) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace bashexec
