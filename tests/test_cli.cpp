@@ -1,0 +1,344 @@
+// The bashexec command-line program, spawned as a real process: `run`'s exit
+// status mapping and JSON, and `serve` end to end over pipes (issue 6).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <bashexec/local_executor.hpp>
+#include <bashexec/detail/process_group.hpp>
+
+#include "executor_test_support.hpp"
+
+#ifndef BASHEXEC_CLI_PATH
+#error "BASHEXEC_CLI_PATH must name the built bashexec program"
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+const std::string cli = BASHEXEC_CLI_PATH;
+
+/// Runs `bashexec ARGS` through the library itself (unconfined) and returns
+/// its result: exit status, stdout, stderr.
+bashexec::run_result cli_run(const std::string& args, const std::filesystem::path& workdir = "/tmp") {
+  bashexec::local_executor executor;
+  bashexec::exec_request request;
+  request.command = "'" + cli + "' " + args;
+  request.workdir = workdir;
+  request.timeout = 60s;
+  return executor.run(executor.resolve(std::move(request)));
+}
+
+/// `bashexec serve` on two pipes, read line by line.
+class server_process {
+ public:
+  explicit server_process(std::vector<std::string> args) {
+    int to_child[2], from_child[2];
+    REQUIRE(::pipe2(to_child, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(from_child, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    std::vector<std::string> argv{cli, "serve"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> ptrs;
+    for (auto& a : argv) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    REQUIRE(::posix_spawn(&pid_, cli.c_str(), &actions, &attr, ptrs.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    in_ = to_child[1];
+    out_ = from_child[0];
+  }
+
+  ~server_process() {
+    close_input();
+    if (pid_ > 0) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+
+  void send(const json& line) { send_raw(line.dump()); }
+
+  void send_raw(const std::string& text) {
+    std::string line = text + "\n";
+    REQUIRE(::write(in_, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+
+  /// The next line that satisfies `match`; others are kept for later.
+  json next(const std::function<bool(const json&)>& match, std::chrono::milliseconds limit = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      for (auto it = seen_.begin(); it != seen_.end(); ++it)
+        if (match(*it)) {
+          json found = *it;
+          seen_.erase(it);
+          return found;
+        }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      REQUIRE(left.count() > 0);
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[65536];
+      ssize_t n = ::read(out_, buf, sizeof buf);
+      REQUIRE(n > 0);
+      buffer_.append(buf, static_cast<std::size_t>(n));
+      for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
+        seen_.push_back(json::parse(buffer_.substr(0, nl)));
+        buffer_.erase(0, nl + 1);
+      }
+    }
+  }
+
+  json reply_to(int id) {
+    return next([id](const json& j) { return j.contains("id") && j["id"] == id; });
+  }
+
+  void close_input() {
+    if (in_ >= 0) ::close(in_);
+    in_ = -1;
+  }
+
+  /// Waits for the server to exit after end of input; its exit status.
+  int wait_exit(std::chrono::milliseconds limit = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(20ms);
+    }
+    pgid_ = pid_;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  pid_t pgid() const { return pgid_ > 0 ? pgid_ : pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  pid_t pgid_ = -1;
+  int in_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+  std::vector<json> seen_;
+};
+
+json bash_call(int id, const std::string& session, const std::string& command, bool background = false) {
+  json args{{"command", command}, {"description", "test"}};
+  if (background) args["run_in_background"] = true;
+  return {{"id", id}, {"session", session}, {"tool", "bash"}, {"args", args}};
+}
+
+}  // namespace
+
+TEST_CASE("bashexec run exits with the command's own status", "[cli]") {
+  CHECK(cli_run("run --unconfined -- 'exit 0'").exit_code == 0);
+  CHECK(cli_run("run --unconfined -- 'exit 3'").exit_code == 3);
+  auto three = cli_run("run --unconfined -- 'echo out; exit 3'");
+  CHECK(three.out.text == "out\n[exit code: 3]\n");
+}
+
+TEST_CASE("bashexec run exits 128+N when a signal N killed the command", "[cli]") {
+  CHECK(cli_run("run --unconfined -- 'kill -TERM $$'").exit_code == 128 + SIGTERM);
+  CHECK(cli_run("run --unconfined -- 'kill -KILL $$'").exit_code == 128 + SIGKILL);
+}
+
+TEST_CASE("bashexec run exits 125 with a one-line reason when the command cannot run", "[cli]") {
+  auto missing = cli_run("run --unconfined --workdir /nonexistent/dir -- true");
+  CHECK(missing.exit_code == 125);
+  CHECK(missing.err.text.find("/nonexistent/dir") != std::string::npos);
+  CHECK(std::count(missing.err.text.begin(), missing.err.text.end(), '\n') == 1);
+}
+
+TEST_CASE("bashexec run --json prints the whole run result as one JSON object", "[cli]") {
+  auto result = cli_run("run --unconfined --json -- 'echo hi; echo oops >&2; exit 4'");
+  REQUIRE(result.exit_code == 4);
+  auto j = json::parse(result.out.text);
+  CHECK(j["exit_code"] == 4);
+  CHECK(j["signal"].is_null());
+  CHECK(j["timed_out"] == false);
+  CHECK(j["aborted"] == false);
+  CHECK(j["stdout"]["text"] == "hi\n");
+  CHECK(j["stderr"]["text"] == "oops\n");
+  CHECK(j["stdout"]["truncated"] == false);
+  CHECK(j["timeout_ms"] == 120000);
+  CHECK(j["sandbox"].is_null());
+}
+
+TEST_CASE("bashexec run under --mode read-only prints the denial marker for a denied write", "[cli][sandbox]") {
+  test_support::temp_dir workspace;
+  auto result = cli_run("run --mode read-only -- 'cat /etc/hostname >/dev/null; echo x > f'", workspace.path());
+  if (result.exit_code == 125) {
+    WARN("skipped: no sandbox backend usable on this machine: " << result.err.text);
+    return;
+  }
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.text.find("[sandbox: file access denied under read-only mode]\n[exit code: 1]\n") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(workspace.path() / "f"));
+}
+
+TEST_CASE("bashexec rejects unknown flags and prints help and version", "[cli]") {
+  auto bad = cli_run("run --frobnicate -- true");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.text.find("--frobnicate") != std::string::npos);
+  for (auto sub : {"", "run ", "serve ", "tools "}) {
+    auto help = cli_run(std::string(sub) + "--help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.text.find("Usage") != std::string::npos);
+    auto version = cli_run(std::string(sub) + "--version");
+    CHECK(version.exit_code == 0);
+    CHECK(version.out.text.find("bashexec 0.") == 0);
+  }
+}
+
+TEST_CASE("bashexec tools prints the schemas, with escalation fields only under a sandbox", "[cli]") {
+  auto confined = json::parse(cli_run("tools").out.text);
+  auto open = json::parse(cli_run("tools --unconfined").out.text);
+  REQUIRE(confined.size() == 3);
+  CHECK(confined[0]["name"] == "bash");
+  CHECK(confined[0].dump().find("sandbox_permissions") != std::string::npos);
+  CHECK(open[0].dump().find("sandbox_permissions") == std::string::npos);
+}
+
+TEST_CASE("bashexec serve answers every request line, concurrently, and shuts down cleanly at EOF", "[cli][serve]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+
+  SECTION("the tools listing, a foreground call and a malformed line") {
+    server.send({{"id", 1}, {"op", "tools"}});
+    auto tools = server.reply_to(1);
+    CHECK(tools["tools"].size() == 3);
+
+    server.send(bash_call(2, "s1", "echo hello"));
+    auto hello = server.reply_to(2);
+    CHECK(hello["text"] == "hello\n");
+    CHECK(hello["is_error"] == false);
+
+    server.send_raw("this is not json");
+    auto malformed = server.next([](const json& j) { return j.contains("id") && j["id"].is_null(); });
+    CHECK(malformed["is_error"] == true);
+    CHECK(malformed["text"].get<std::string>().find("malformed") != std::string::npos);
+
+    server.send({{"id", 3}, {"op", "frobnicate"}});
+    CHECK(server.reply_to(3)["is_error"] == true);
+
+    server.send(bash_call(4, "s1", "echo still alive"));
+    CHECK(server.reply_to(4)["text"] == "still alive\n");
+  }
+
+  SECTION("a long foreground call does not block a call on a later line") {
+    server.send(bash_call(1, "s1", "sleep 2; echo slow"));
+    server.send(bash_call(2, "s1", "echo fast"));
+    auto first = server.next([](const json& j) { return j.contains("id") && !j["id"].is_null(); });
+    CHECK(first["id"] == 2);
+    CHECK(server.reply_to(1)["text"] == "slow\n");
+  }
+
+  SECTION("a background start, bash_output polled until completion, and the notice line") {
+    server.send(bash_call(1, "s1", "echo one; sleep 0.3; echo two", true));
+    auto started = server.reply_to(1);
+    CHECK(started["text"] == "started background task bash-1");
+    std::string seen;
+    for (int i = 2; i < 200; ++i) {
+      server.send({{"id", i}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+      std::string text = server.reply_to(i)["text"];
+      seen += text;
+      if (text.find("[status: completed") != std::string::npos) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    CHECK(seen.find("one\n") != std::string::npos);
+    CHECK(seen.find("two\n") != std::string::npos);
+    CHECK(seen.find("[status: completed, exit code: 0]") != std::string::npos);
+    auto notice = server.next([](const json& j) { return j.contains("notice"); });
+    CHECK(notice["session"] == "s1");
+    CHECK(notice["notice"].get<std::string>().find("bash-1") != std::string::npos);
+  }
+
+  SECTION("the owner fence holds across two sessions") {
+    server.send(bash_call(1, "alice", "sleep 5", true));
+    CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+    server.send({{"id", 2}, {"session", "bob"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+    auto fenced = server.reply_to(2);
+    CHECK(fenced["is_error"] == true);
+    CHECK(fenced["text"] == "task bash-1 belongs to another session");
+    server.send({{"id", 3}, {"session", "bob"}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+    CHECK(server.reply_to(3)["text"] == "task bash-1 belongs to another session");
+    server.send({{"id", 4}, {"session", "alice"}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+    CHECK(server.reply_to(4)["text"] == "killed task bash-1");
+  }
+
+  SECTION("end of input kills running tasks and leaves no child process") {
+    server.send(bash_call(1, "s1", "trap '' TERM; sleep 60", true));
+    CHECK(server.reply_to(1)["is_error"] == false);
+    server.close_input();
+    CHECK(server.wait_exit() == 0);
+    CHECK_FALSE(bashexec::detail::group_has_live_members(server.pgid()));
+  }
+}
+
+TEST_CASE("bashexec serve set_mode changes the next call's sandbox mode", "[cli][serve][sandbox]") {
+  test_support::temp_dir workspace;
+  test_support::temp_dir sessions;
+  server_process server({"--workdir", workspace.path().string(), "--session-dir", sessions.path().string()});
+  server.send(bash_call(1, "s1", "echo x > before.txt"));
+  auto before = server.reply_to(1);
+  if (before["text"].get<std::string>().find("sandbox unavailable") != std::string::npos) {
+    WARN("skipped: no sandbox backend usable on this machine: " << before["text"]);
+    return;
+  }
+  CHECK(before["text"].get<std::string>().find("[sandbox: file access denied under read-only mode]") !=
+        std::string::npos);
+  server.send({{"id", 2}, {"op", "set_mode"}, {"session", "s1"}, {"mode", "workspace-write"}});
+  CHECK(server.reply_to(2)["is_error"] == false);
+  server.send(bash_call(3, "s1", "echo x > after.txt && echo wrote"));
+  CHECK(server.reply_to(3)["text"] == "wrote\n");
+  CHECK(std::filesystem::exists(workspace.path() / "after.txt"));
+  // Another session is not affected by s1's override.
+  server.send(bash_call(4, "s2", "echo x > other.txt"));
+  CHECK(server.reply_to(4)["text"].get<std::string>().find("denied") != std::string::npos);
+}
+
+TEST_CASE("bashexec serve --approve ask asks on its output and waits for the answer", "[cli][serve][sandbox]") {
+  test_support::temp_dir workspace;
+  server_process server({"--workdir", workspace.path().string(), "--approve", "ask"});
+  json args{{"command", "echo x > granted.txt && echo wrote"},
+            {"description", "write a file"},
+            {"sandbox_permissions", "workspace-write"},
+            {"justification", "the test needs it"}};
+  server.send({{"id", 1}, {"session", "s1"}, {"tool", "bash"}, {"args", args}});
+  auto question = server.next([](const json& j) { return j.contains("approval"); });
+  CHECK(question["approval"]["requested_mode"] == "workspace-write");
+  CHECK(question["approval"]["justification"] == "the test needs it");
+  server.send({{"id", 2}, {"op", "approve"}, {"approval", question["approval"]["id"]}, {"outcome", "allowed-once"}});
+  CHECK(server.reply_to(2)["is_error"] == false);
+  auto ran = server.reply_to(1);
+  if (ran["text"].get<std::string>().find("sandbox unavailable") != std::string::npos) {
+    WARN("skipped: no sandbox backend usable on this machine: " << ran["text"]);
+    return;
+  }
+  CHECK(ran["text"] == "wrote\n");
+  CHECK(std::filesystem::exists(workspace.path() / "granted.txt"));
+}
