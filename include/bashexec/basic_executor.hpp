@@ -327,13 +327,15 @@ class basic_executor {
     spec.timeout = config_.sandbox.probe_timeout;
     spec.stdout_max_bytes = 4096;
     spec.mode = sandbox_mode::read_only;
-    try {
-      prepared launch = prepare_with(spec, &candidate, sandbox_mode::read_only);
-      auto result = drive(spec, std::move(launch), candidate);
-      return result.exit_code == 0 && !result.timed_out;
-    } catch (const std::exception&) {
-      return false;
-    }
+    // Failures throw with their reason, which the chain keeps for the
+    // sandbox_unavailable message ("apt-get install bubblewrap", ...).
+    prepared launch = prepare_with(spec, &candidate, sandbox_mode::read_only);
+    auto result = drive(spec, std::move(launch), candidate);
+    if (result.timed_out)
+      throw infrastructure_error(fmt::format("the probe did not finish within {} ms", spec.timeout.count()));
+    if (result.exit_code != 0)
+      throw infrastructure_error(fmt::format("the probe `true` failed: {}", first_line(result.err.text)));
+    return true;
   }
 
   prepared prepare(const exec_spec& spec, const confinement_choice& choice) {

@@ -61,11 +61,10 @@ inline constexpr std::uint64_t landlock_file_rights =
     landlock_access_fs_execute | landlock_access_fs_write_file | landlock_access_fs_read_file |
     landlock_access_fs_truncate | landlock_access_fs_ioctl_dev;
 
-/// Rights that only observe (plus device ioctls, which are not a file effect
-/// the modes promise to govern, and which isatty() on a terminal needs).
+/// Rights that only observe. Device ioctls are deliberately not among them:
+/// TIOCSTI on a reopened /dev/tty would type commands into the host's shell.
 inline constexpr std::uint64_t landlock_read_rights =
-    landlock_access_fs_execute | landlock_access_fs_read_file | landlock_access_fs_read_dir |
-    landlock_access_fs_ioctl_dev;
+    landlock_access_fs_execute | landlock_access_fs_read_file | landlock_access_fs_read_dir;
 
 /// Only the first field is used: passing its size keeps net and scope rules
 /// (ABI 4, 6) unhandled, which is what file-effect modes want.

@@ -1,0 +1,198 @@
+// confinement/bwrap: confinement by bubblewrap (DESIGN.md contract 13, 14,
+// 16), and the bwrap-shaped profile builder `runner_command` reuses.
+//
+// Profile: `--ro-bind / / --dev /dev --proc /proc --die-with-parent`;
+// workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
+// workspace under /tmp is bound over the fresh tmpfs, not hidden by it). No pid
+// or network unsharing: process-group kills must keep reaching the command.
+//
+// Runner failure is structural. `prepare` passes `--json-status-fd N` with the
+// pipe's write end appended to `plan.inherited_fds` (N = 3 + its index) and
+// keeps the read end in `confined_launch::status`. bwrap writes `"exit-code"`
+// there only once the sandbox is set up and the command was exec'd, so a
+// settled run without it never ran the command — whatever the command itself
+// printed (a command printing "bwrap: hello" is not a runner failure).
+#pragma once
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bashexec/config.hpp"
+#include "bashexec/confinement.hpp"
+#include "bashexec/detail/text_match.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+#include "bashexec/launch.hpp"
+
+namespace bashexec {
+
+namespace detail {
+
+/// The bwrap-shaped arguments confining one spawn under `mode` (contract 14),
+/// shared by `bwrap` and `runner_command`. Never called for
+/// danger-full-access.
+inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root) {
+  std::vector<std::string> args{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"};
+  if (mode == sandbox_mode::workspace_write) {
+    const std::string dir = root.string();
+    args.insert(args.end(), {"--tmpfs", "/tmp", "--bind", dir, dir});
+  }
+  return args;
+}
+
+inline bool is_executable_file(const std::filesystem::path& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+/// An absolute path to `program`: a name with a slash is taken as given
+/// (made absolute, since the spawn changes directory before exec); a bare
+/// name is searched on $PATH. Empty when nothing executable is found.
+inline std::optional<std::filesystem::path> find_program(const std::filesystem::path& program) {
+  if (program.empty()) return std::nullopt;
+  const std::string text = program.string();
+  if (text.find('/') != std::string::npos) {
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(program, ec);
+    if (ec || !is_executable_file(absolute)) return std::nullopt;
+    return absolute;
+  }
+  const char* env_path = std::getenv("PATH");
+  std::string_view dirs = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    auto colon = dirs.find(':');
+    std::string_view dir = dirs.substr(0, colon);
+    if (!dir.empty() && dir.front() == '/') {
+      std::filesystem::path candidate = std::filesystem::path(dir) / program;
+      if (is_executable_file(candidate)) return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return std::nullopt;
+}
+
+/// Everything currently readable from a non-blocking descriptor.
+inline std::string drain_nonblocking(int fd) {
+  std::string text;
+  char buffer[512];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      text.append(buffer, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EOF, EAGAIN or an error: nothing more will come now
+  }
+  return text;
+}
+
+/// A close-on-exec pipe whose read end never blocks.
+inline pipe_pair make_status_pipe() {
+  pipe_pair pipe = make_pipe();
+  int flags = ::fcntl(pipe.read.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(pipe.read.get(), F_SETFL, flags | O_NONBLOCK) != 0) throw_syscall("fcntl O_NONBLOCK");
+  return pipe;
+}
+
+}  // namespace detail
+
+class bwrap {
+ public:
+  static constexpr bool confines = true;
+  static constexpr bool needs_pre_exec = false;
+  static constexpr std::string_view name = "bwrap";
+  /// What a denied file effect reads like on stderr (EROFS).
+  static constexpr std::array<std::string_view, 1> denial_dialects{"read-only file system"};
+  /// How bwrap's own failures begin on stderr. Only a fallback: the status
+  /// fd decides whenever bwrap reported a started child.
+  static constexpr std::array<std::string_view, 1> runner_failure_signatures{"bwrap: "};
+  static constexpr std::string_view remedy =
+      "install bubblewrap (apt-get install bubblewrap) or set sandbox.bwrap_program to its path";
+
+  /// Resolves `config.sandbox.bwrap_program` once; a missing program is not
+  /// an error here (prepare reports it), so a chain can still be built.
+  explicit bwrap(const executor_config& config)
+      : configured_(config.sandbox.bwrap_program), program_(detail::find_program(config.sandbox.bwrap_program)) {}
+
+  /// The resolved absolute bwrap path, empty when none was found.
+  const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
+
+  /// argv becomes `bwrap --json-status-fd N <profile> -- <argv>`; the status
+  /// pipe's write end is appended to `plan.inherited_fds` and also held by
+  /// `keep_alive` (which may be released as soon as the spawn returned).
+  confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
+    if (mode == sandbox_mode::danger_full_access)
+      throw std::invalid_argument("bwrap: danger-full-access is not confined; do not prepare it");
+    if (!program_)
+      throw sandbox_unavailable(
+          mode, fmt::format("bwrap cannot confine {} mode: bubblewrap program \"{}\" not found or not executable; {}",
+                            mode, configured_.string(), remedy));
+
+    detail::pipe_pair status = detail::make_status_pipe();
+    const std::size_t status_fd = 3 + plan.inherited_fds.size();
+    plan.inherited_fds.push_back(status.write.get());
+
+    std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
+    auto profile = detail::bwrap_profile_args(mode, root);
+    argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
+    argv.emplace_back("--");
+    argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
+    plan.argv = std::move(argv);
+
+    confined_launch launch;
+    launch.info.mode = mode;
+    launch.info.level = enforcement::full;
+    launch.status = std::move(status.read);
+    launch.keep_alive = std::make_shared<detail::unique_fd>(std::move(status.write));
+    return launch;
+  }
+
+  /// Call once, after a non-zero exit: drains the status channel. The
+  /// reason is bwrap's first stderr line (or a fallback when it was silent).
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+    if (!launch.status) {
+      // No channel (a launch this policy did not prepare): signatures only.
+      if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+      return std::nullopt;
+    }
+    const std::string status = detail::drain_nonblocking(launch.status.get());
+    if (status.find("\"exit-code\"") != std::string::npos) return std::nullopt;  // the command ran
+    if (status.find("\"child-pid\"") == std::string::npos) return reason(err);  // never got that far
+    // A child was cloned but no exit code came: bwrap >= 0.4 means the setup
+    // or the exec failed. Older bwraps never report exit codes, so insist on
+    // bwrap's own message shape too.
+    if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+    return std::nullopt;
+  }
+
+  bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
+
+ private:
+  static std::string reason(std::string_view err) {
+    std::string line = detail::first_line(err);
+    return line.empty() ? std::string("bwrap exited before starting the command") : line;
+  }
+
+  std::filesystem::path configured_;
+  std::optional<std::filesystem::path> program_;
+};
+
+static_assert(confining_policy<bwrap>);
+
+}  // namespace bashexec

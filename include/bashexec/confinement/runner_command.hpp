@@ -1,0 +1,143 @@
+// confinement/runner_command: an operator-supplied, bwrap-compatible runner
+// (DESIGN.md contract 13, 14, 16). argv becomes
+//   sandbox.runner_argv…, <the bwrap profile of bwrap.hpp>, "--", argv…
+// The runner has no status channel, so its failures are recognised by
+// signatures: the configured `sandbox.runner_failure_signatures` anywhere in
+// stderr, plus the shell's "cannot start it" shapes on a line naming the
+// runner (exit 126/127: not found, permission denied).
+//
+// A runner binary that does not exist must settle as a runner failure, not
+// make the spawn throw (a background start has to report `runner_failed`).
+// So when runner_argv[0] does not resolve to an executable at prepare time,
+// the plan execs the runner through the shell (`shell -c 'exec "$@"' …`): the
+// shell then fails with 127 and a "not found" line, and `status` carries a
+// pre-written marker so `runner_failure` knows structurally. If the runner
+// appears in between, the shell simply execs it and nothing changes.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bashexec/config.hpp"
+#include "bashexec/confinement.hpp"
+#include "bashexec/confinement/bwrap.hpp"
+#include "bashexec/detail/text_match.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+#include "bashexec/launch.hpp"
+
+namespace bashexec {
+
+class runner_command {
+ public:
+  static constexpr bool confines = true;
+  static constexpr bool needs_pre_exec = false;
+  static constexpr std::string_view name = "runner_command";
+  /// A bwrap-compatible runner may speak either backend's dialect.
+  static constexpr std::array<std::string_view, 2> denial_dialects{"read-only file system", "permission denied"};
+  /// What a shell prints when it cannot start a program (exit 127 / 126).
+  static constexpr std::array<std::string_view, 5> launch_failure_shapes{
+      "no such file or directory", "command not found", "not found", "permission denied", "cannot execute"};
+  static constexpr std::string_view remedy =
+      "check sandbox.runner_argv: its program must exist, be executable and accept bwrap's arguments";
+
+  /// Throws std::invalid_argument when `sandbox.runner_argv` or
+  /// `sandbox.runner_failure_signatures` is empty.
+  explicit runner_command(const executor_config& config)
+      : argv_(config.sandbox.runner_argv), signatures_(config.sandbox.runner_failure_signatures) {
+    if (argv_.empty() || argv_.front().empty())
+      throw std::invalid_argument("sandbox.runner_argv must name the runner program for runner_command");
+    if (signatures_.empty())
+      throw std::invalid_argument(
+          "sandbox.runner_failure_signatures must not be empty for runner_command (how else is a runner "
+          "failure told from a failing command?)");
+    program_ = detail::find_program(argv_.front());
+  }
+
+  const std::vector<std::string>& runner_argv() const noexcept { return argv_; }
+  const std::vector<std::string>& failure_signatures() const noexcept { return signatures_; }
+
+  confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
+    if (mode == sandbox_mode::danger_full_access)
+      throw std::invalid_argument("runner_command: danger-full-access is not confined; do not prepare it");
+    if (plan.argv.empty()) throw std::invalid_argument("runner_command: the launch plan has no argv");
+
+    confined_launch launch;
+    launch.info.mode = mode;
+    launch.info.level = enforcement::full;
+
+    std::vector<std::string> argv;
+    if (program_) {
+      argv.push_back(program_->string());
+    } else {
+      // Let the shell fail to exec it (see the header comment) and leave a
+      // marker saying so in the status channel.
+      argv = {plan.argv.front(), "-c", "exec \"$@\"", "bashexec-runner", argv_.front()};
+      detail::pipe_pair marker = detail::make_status_pipe();
+      const std::string text = fmt::format("runner {} not found or not executable", argv_.front());
+      if (::write(marker.write.get(), text.data(), text.size()) < 0) detail::throw_syscall("write");
+      launch.status = std::move(marker.read);
+    }
+    argv.insert(argv.end(), argv_.begin() + 1, argv_.end());
+    auto profile = detail::bwrap_profile_args(mode, root);
+    argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
+    argv.emplace_back("--");
+    argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
+    plan.argv = std::move(argv);
+    return launch;
+  }
+
+  /// After a non-zero exit: the runner's first stderr line when the runner
+  /// failed (marker, configured signature or launch-failure shape), else
+  /// empty.
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+    if (launch.status) {
+      std::string marker = detail::drain_nonblocking(launch.status.get());
+      if (!marker.empty()) {
+        std::string line = detail::first_line(err);
+        return line.empty() ? marker : line;
+      }
+    }
+    if (detail::icontains_any(err, signatures_)) return reason(err);
+    // The shell's launch-failure shapes count only on a line naming the
+    // runner: `cat /nope` failing must stay the command's own failure.
+    const std::string& program = argv_.front();
+    const std::string base = std::filesystem::path(program).filename().string();
+    std::string_view rest = err;
+    while (!rest.empty()) {
+      auto end = rest.find('\n');
+      std::string_view line = rest.substr(0, end);
+      if ((line.find(program) != std::string_view::npos || (!base.empty() && line.find(base) != std::string_view::npos)) &&
+          detail::icontains_any(line, launch_failure_shapes))
+        return std::string(line);
+      if (end == std::string_view::npos) break;
+      rest.remove_prefix(end + 1);
+    }
+    return std::nullopt;
+  }
+
+  bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
+
+ private:
+  std::string reason(std::string_view err) const {
+    std::string line = detail::first_line(err);
+    return line.empty() ? fmt::format("runner {} failed", argv_.front()) : line;
+  }
+
+  std::vector<std::string> argv_;
+  std::vector<std::string> signatures_;
+  std::optional<std::filesystem::path> program_;
+};
+
+static_assert(confining_policy<runner_command>);
+
+}  // namespace bashexec

@@ -1,0 +1,880 @@
+// Tests of the pre-exec spawn policy (fork_exec) and the confining policies
+// (landlock, bwrap, runner_command, chain), driven directly through launch
+// plans — no executor. Each test cites the DESIGN.md contract item it proves.
+// A capability the machine lacks (bwrap, Landlock) makes a test WARN
+// "skipped: …" and return, so a skip is always visible.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bashexec/confinement/bwrap.hpp>
+#include <bashexec/confinement/chain.hpp>
+#include <bashexec/confinement/landlock.hpp>
+#include <bashexec/confinement/runner_command.hpp>
+#include <bashexec/spawn/fork_exec.hpp>
+
+namespace fs = std::filesystem;
+using namespace bashexec;
+using detail::unique_fd;
+
+namespace {
+
+struct outcome {
+  int exit_code = -1;   // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+/// Reads both pipes to EOF, then reaps the child.
+outcome collect(const spawned_process& child, unique_fd out, unique_fd err) {
+  outcome result;
+  pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  int open_count = 2;
+  while (open_count > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      FAIL("poll failed");
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open_count;
+      }
+    }
+  }
+  int status = 0;
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+std::vector<std::string> base_env(std::vector<std::string> extra = {}) {
+  std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"};
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+launch_plan plan_for(const std::string& command, std::vector<std::string> extra_env = {}) {
+  launch_plan plan;
+  plan.argv = {"/bin/bash", "-c", command};
+  plan.env = base_env(std::move(extra_env));
+  plan.workdir = "/";
+  return plan;
+}
+
+/// Spawns with fork_exec: stdin /dev/null, stdout and stderr to pipes.
+outcome run_plan(launch_plan plan) {
+  auto out = detail::make_pipe();
+  auto err = detail::make_pipe();
+  unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  REQUIRE(null);
+  plan.stdin_fd = null.get();
+  plan.stdout_fd = out.write.get();
+  plan.stderr_fd = err.write.get();
+  auto child = fork_exec::spawn(plan);
+  REQUIRE(child.pid > 0);
+  REQUIRE(child.pidfd);
+  out.write.reset();
+  err.write.reset();
+  return collect(child, std::move(out.read), std::move(err.read));
+}
+
+struct confined_outcome {
+  outcome result;
+  confined_launch launch;
+};
+
+template <class C>
+confined_outcome run_confined(const C& confinement, sandbox_mode mode, const fs::path& root,
+                              const std::string& command, std::vector<std::string> extra_env = {}) {
+  launch_plan plan = plan_for(command, std::move(extra_env));
+  confined_launch launch = confinement.prepare(mode, root, plan);
+  outcome result = run_plan(std::move(plan));
+  return {std::move(result), std::move(launch)};
+}
+
+bool no_children_left() { return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
+
+/// A private directory, removed with the object.
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const fs::path& parent, const std::string& prefix = "bashexec-test-") {
+    std::string pattern = (parent / (prefix + "XXXXXX")).string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// A workspace and a sibling "outside" directory, both under /var/tmp so that
+/// neither is covered by /tmp (which workspace-write grants).
+struct sandbox_dirs {
+  temp_dir workspace{"/var/tmp", "bashexec-ws-"};
+  temp_dir outside{"/var/tmp", "bashexec-out-"};
+  std::vector<std::string> env() const {
+    return {"WS=" + workspace.path.string(), "OUT=" + outside.path.string()};
+  }
+};
+
+executor_config config_with_bwrap(const fs::path& program = "bwrap") {
+  executor_config config;
+  config.sandbox.bwrap_program = program;
+  return config;
+}
+
+/// The reason to skip bwrap tests, or empty when bwrap really confines here.
+std::optional<std::string> bwrap_missing() {
+  bwrap probe_target(config_with_bwrap());
+  if (!probe_target.program()) return "bwrap is not installed (apt-get install bubblewrap)";
+  auto [result, launch] = run_confined(probe_target, sandbox_mode::read_only, "/", "true");
+  if (result.exit_code != 0) return "bwrap is installed but cannot create a sandbox here: " + result.err;
+  return std::nullopt;
+}
+
+std::optional<std::string> landlock_missing() {
+  if (landlock::abi() < 0)
+    return std::string("Landlock is not available: ") + std::strerror(-landlock::abi());
+  return std::nullopt;
+}
+
+#define SKIP_UNLESS(missing_reason)                          \
+  if (auto skip_reason = (missing_reason)) {                 \
+    WARN("skipped: " << *skip_reason);                       \
+    return;                                                  \
+  }
+
+/// Temporarily puts `fd` on descriptor number `slot`, restoring what was there.
+class fd_slot {
+ public:
+  fd_slot(int slot, int fd) : slot_(slot) {
+    saved_ = ::fcntl(slot, F_DUPFD_CLOEXEC, 200);  // -1 when the slot was free
+    REQUIRE(::dup2(fd, slot) == slot);
+  }
+  ~fd_slot() {
+    if (saved_ >= 0) {
+      ::dup2(saved_, slot_);
+      ::close(saved_);
+    } else {
+      ::close(slot_);
+    }
+  }
+  fd_slot(const fd_slot&) = delete;
+  fd_slot& operator=(const fd_slot&) = delete;
+
+ private:
+  int slot_;
+  int saved_;
+};
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[256];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(n));
+  return text;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// fork_exec
+
+static_assert(fork_exec::supports_pre_exec);
+static_assert(fork_exec::name == "fork_exec");
+
+TEST_CASE("fork_exec: the child leads its own process group (launch.hpp guarantee, contract 4)",
+          "[fork_exec]") {
+  auto result = run_plan(plan_for("echo $$; cut -d' ' -f5 /proc/$$/stat"));
+  REQUIRE(result.exit_code == 0);
+  std::istringstream lines(result.out);
+  long pid = 0, pgid = 0;
+  lines >> pid >> pgid;
+  CHECK(pid > 0);
+  CHECK(pgid == pid);
+}
+
+TEST_CASE("fork_exec: a failing pre-exec hook throws pre_exec_failed with its stage and errno, and leaves no zombie",
+          "[fork_exec]") {
+  launch_plan plan = plan_for("echo should-not-run");
+  plan.hook = pre_exec_hook{[](const void*) noexcept { return EPERM; }, nullptr, "test-stage"};
+  try {
+    run_plan(std::move(plan));
+    FAIL("spawn did not throw");
+  } catch (const pre_exec_failed& error) {
+    CHECK(error.stage() == "test-stage");
+    CHECK(error.error() == EPERM);
+    CHECK(std::string(error.what()) == "test-stage: Operation not permitted");
+  }
+  CHECK(no_children_left());
+}
+
+TEST_CASE("fork_exec: a hook that succeeds runs in the child before the command", "[fork_exec]") {
+  // The hook writes through a descriptor number the parent chose: hooks run
+  // before renumbering, so the parent's numbers are valid.
+  auto marker = detail::make_pipe();
+  struct context_t {
+    int fd;
+  } context{marker.write.get()};
+  launch_plan plan = plan_for("true");
+  plan.hook = pre_exec_hook{[](const void* ctx) noexcept {
+                              int fd = static_cast<const context_t*>(ctx)->fd;
+                              return ::write(fd, "hooked", 6) == 6 ? 0 : errno;
+                            },
+                            &context, "marker"};
+  auto result = run_plan(std::move(plan));
+  marker.write.reset();
+  CHECK(result.exit_code == 0);
+  CHECK(read_all(marker.read.get()) == "hooked");
+}
+
+TEST_CASE("fork_exec: a missing workdir throws infrastructure_error naming chdir and the path (contract 2)",
+          "[fork_exec]") {
+  launch_plan plan = plan_for("true");
+  plan.workdir = "/nonexistent/bashexec-workdir";
+  try {
+    run_plan(std::move(plan));
+    FAIL("spawn did not throw");
+  } catch (const pre_exec_failed&) {
+    FAIL("a chdir failure is not a hook failure");
+  } catch (const infrastructure_error& error) {
+    CHECK(std::string(error.what()) == "chdir /nonexistent/bashexec-workdir: No such file or directory");
+  }
+  CHECK(no_children_left());
+}
+
+TEST_CASE("fork_exec: a missing program throws infrastructure_error naming execve and the path (contract 2)",
+          "[fork_exec]") {
+  launch_plan plan = plan_for("true");
+  plan.argv = {"/bin/bashexec-no-such-program", "-c", "true"};
+  try {
+    run_plan(std::move(plan));
+    FAIL("spawn did not throw");
+  } catch (const infrastructure_error& error) {
+    CHECK(std::string(error.what()) == "execve /bin/bashexec-no-such-program: No such file or directory");
+  }
+  CHECK(no_children_left());
+}
+
+TEST_CASE("fork_exec: no host descriptor leaks into the child, even one without O_CLOEXEC (contract 8)",
+          "[fork_exec]") {
+  unique_fd leaky(::open("/dev/null", O_RDONLY));  // deliberately not close-on-exec
+  REQUIRE(leaky);
+  auto extra = detail::make_pipe();
+  // The shell's own table, listed by a child while the shell just waits (a
+  // pipeline would show the shell's pipes for its later stages).
+  launch_plan plan = plan_for("ls -1 /proc/$$/fd; true");
+  plan.inherited_fds = {extra.write.get()};
+  auto result = run_plan(std::move(plan));
+  REQUIRE(result.exit_code == 0);
+  std::vector<int> fds;
+  std::istringstream lines(result.out);
+  for (int fd; lines >> fd;) fds.push_back(fd);
+  std::sort(fds.begin(), fds.end());
+  CHECK(fds == std::vector<int>{0, 1, 2, 3});
+  CHECK(result.err.empty());
+}
+
+TEST_CASE("fork_exec: the parent keeps no descriptor on any path, success or failure (contract 8)",
+          "[fork_exec]") {
+  auto open_fds = [] {
+    std::size_t count = 0;
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/fd")) ++count;
+    return count;
+  };
+  const std::size_t before = open_fds();
+  (void)run_plan(plan_for("true"));
+  launch_plan missing_dir = plan_for("true");
+  missing_dir.workdir = "/nonexistent";
+  CHECK_THROWS_AS(run_plan(std::move(missing_dir)), infrastructure_error);
+  launch_plan failing_hook = plan_for("true");
+  failing_hook.hook = pre_exec_hook{[](const void*) noexcept { return EACCES; }, nullptr, "hook"};
+  CHECK_THROWS_AS(run_plan(std::move(failing_hook)), pre_exec_failed);
+  launch_plan default_streams = plan_for("true");  // -1 streams: /dev/null opened by the spawn
+  auto child = fork_exec::spawn(default_streams);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  CHECK(WIFEXITED(status));
+  child.pidfd.reset();
+  CHECK(open_fds() == before);
+  CHECK(no_children_left());
+}
+
+TEST_CASE("fork_exec: inherited descriptors are renumbered 3, 4, … even when their numbers overlap the targets",
+          "[fork_exec]") {
+  auto a = detail::make_pipe();
+  auto b = detail::make_pipe();
+  {
+    // Host fd 3 holds A and host fd 4 holds B; the child must get fd 3 = B and
+    // fd 4 = A, which a naive dup2 sequence would clobber.
+    fd_slot slot3(3, a.write.get());
+    fd_slot slot4(4, b.write.get());
+    launch_plan plan = plan_for("printf to-3 >&3; printf to-4 >&4");
+    plan.inherited_fds = {4, 3};
+    auto result = run_plan(std::move(plan));
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.empty());
+  }
+  a.write.reset();
+  b.write.reset();
+  CHECK(read_all(b.read.get()) == "to-3");
+  CHECK(read_all(a.read.get()) == "to-4");
+}
+
+TEST_CASE("fork_exec: the child starts with default signal dispositions and an empty mask (contract 8)",
+          "[fork_exec]") {
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGPIPE, &ignore, &previous) == 0);
+  sigset_t blocked, saved_mask;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
+
+  auto pipeline = run_plan(plan_for("yes | head -1"));
+  auto status = run_plan(plan_for("grep -E '^Sig(Blk|Ign)' /proc/self/status"));
+
+  ::pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
+  ::sigaction(SIGPIPE, &previous, nullptr);
+
+  CHECK(pipeline.exit_code == 0);
+  CHECK(pipeline.out == "y\n");
+  CHECK(pipeline.err.empty());
+  CHECK(status.out == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+TEST_CASE("fork_exec: workdir and environment come from the plan (launch.hpp guarantee)", "[fork_exec]") {
+  launch_plan plan = plan_for("pwd; echo \"$GREETING\"", {"GREETING=hello"});
+  plan.workdir = "/usr";
+  auto result = run_plan(std::move(plan));
+  CHECK(result.exit_code == 0);
+  CHECK(result.out == "/usr\nhello\n");
+}
+
+// ---------------------------------------------------------------------------
+// landlock
+
+static_assert(confining_policy<landlock>);
+static_assert(landlock::needs_pre_exec);
+
+TEST_CASE("landlock: under read-only a write into the workspace is denied in the Landlock dialect (contract 13, 16)",
+          "[landlock]") {
+  SKIP_UNLESS(landlock_missing());
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+                                       "echo x > \"$WS/f\"", dirs.env());
+  CHECK(result.exit_code != 0);
+  CHECK_THAT(result.err, Catch::Contains("Permission denied", Catch::CaseSensitive::No));
+  CHECK(policy.is_denial(result.err));
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+  CHECK(launch.info.mode == sandbox_mode::read_only);
+  REQUIRE(launch.info.level);
+  CHECK(*launch.info.level ==
+        (landlock::abi() >= landlock::full_enforcement_abi ? enforcement::full : enforcement::partial));
+}
+
+TEST_CASE("landlock: under read-only bash starts, /dev/null is writable and files are readable (contract 13)",
+          "[landlock]") {
+  SKIP_UNLESS(landlock_missing());
+  landlock policy{executor_config{}};
+  auto [result, launch] =
+      run_confined(policy, sandbox_mode::read_only, "/", "echo x > /dev/null && cat /etc/hostname >/dev/null && echo ok");
+  CHECK(result.exit_code == 0);
+  CHECK(result.out == "ok\n");
+  CHECK(result.err.empty());
+}
+
+TEST_CASE("landlock: under read-only truncation and removal outside /dev/null are denied too (contract 13)",
+          "[landlock]") {
+  SKIP_UNLESS(landlock_missing());
+  if (landlock::abi() < landlock::full_enforcement_abi) {
+    WARN("skipped: Landlock ABI " << landlock::abi() << " cannot govern truncate(2)");
+    return;
+  }
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;
+  { std::ofstream(dirs.workspace.path / "keep") << "content\n"; }
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+                                       "truncate -s 0 \"$WS/keep\"; rm -f \"$WS/keep\"; mkdir \"$WS/d\"",
+                                       dirs.env());
+  CHECK(result.exit_code != 0);
+  CHECK(policy.is_denial(result.err));
+  CHECK(fs::file_size(dirs.workspace.path / "keep") == 8);
+  CHECK_FALSE(fs::exists(dirs.workspace.path / "d"));
+}
+
+TEST_CASE("landlock: under workspace-write the workspace and /tmp are writable and elsewhere is not (contract 13)",
+          "[landlock]") {
+  SKIP_UNLESS(landlock_missing());
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;
+  temp_dir scratch{"/tmp", "bashexec-ll-tmp-"};
+  auto env = dirs.env();
+  env.push_back("SCRATCH=" + scratch.path.string());
+
+  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
+                              "echo x > \"$WS/f\" && mkdir \"$WS/d\" && mv \"$WS/f\" \"$WS/d/g\" && echo y > "
+                              "\"$SCRATCH/x\" && echo z > /dev/null",
+                              env);
+  CHECK(allowed.result.exit_code == 0);
+  CHECK(allowed.result.err.empty());
+  CHECK(fs::exists(dirs.workspace.path / "d" / "g"));
+  CHECK(fs::exists(scratch.path / "x"));
+
+  auto outside = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path, "echo x > \"$OUT/f\"", env);
+  CHECK(outside.result.exit_code != 0);
+  CHECK(policy.is_denial(outside.result.err));
+  CHECK_FALSE(fs::exists(dirs.outside.path / "f"));
+
+  temp_dir home_dir{"/root", ".bashexec-home-"};
+  auto home = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
+                           "echo x > \"" + home_dir.path.string() + "/f\"", env);
+  CHECK(home.result.exit_code != 0);
+  CHECK(policy.is_denial(home.result.err));
+  CHECK_FALSE(fs::exists(home_dir.path / "f"));
+}
+
+TEST_CASE("landlock: the denial dialect is \"permission denied\", matched case-insensitively (contract 16)",
+          "[landlock]") {
+  landlock policy{executor_config{}};
+  CHECK(policy.is_denial("bash: line 1: /x: PERMISSION DENIED"));
+  CHECK_FALSE(policy.is_denial("bash: line 1: /x: Read-only file system"));
+  CHECK_FALSE(landlock::denial_dialects.empty());
+}
+
+// ---------------------------------------------------------------------------
+// bwrap
+
+static_assert(confining_policy<bwrap>);
+static_assert(!bwrap::needs_pre_exec);
+
+TEST_CASE("bwrap: the profile is the contract's, tmpfs /tmp before the workspace bind (contract 14)", "[bwrap]") {
+  using V = std::vector<std::string>;
+  CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, "/ws") ==
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"});
+  CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, "/ws") ==
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent", "--tmpfs", "/tmp",
+          "--bind", "/ws", "/ws"});
+}
+
+TEST_CASE("bwrap: prepare passes the status fd as an inherited descriptor and wraps the argv (contract 14, 16)",
+          "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  launch_plan plan = plan_for("true");
+  plan.inherited_fds = {0};  // an executor's own inherited fd comes first
+  auto launch = policy.prepare(sandbox_mode::read_only, "/", plan);
+  REQUIRE(plan.inherited_fds.size() == 2);
+  CHECK(plan.argv.at(0) == policy.program()->string());
+  CHECK(plan.argv.at(1) == "--json-status-fd");
+  CHECK(plan.argv.at(2) == "4");
+  CHECK(plan.argv.at(plan.argv.size() - 4) == "--");
+  CHECK(plan.argv.back() == "true");
+  CHECK(launch.status);
+  CHECK(launch.info.level == enforcement::full);
+  CHECK_FALSE(plan.hook);
+}
+
+TEST_CASE("bwrap: under read-only a write into the workspace is denied in the bwrap dialect (contract 13, 16)",
+          "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  sandbox_dirs dirs;
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+                                       "echo x > \"$WS/f\"", dirs.env());
+  CHECK(result.exit_code != 0);
+  CHECK_THAT(result.err, Catch::Contains("read-only file system", Catch::CaseSensitive::No));
+  CHECK(policy.is_denial(result.err));
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+}
+
+TEST_CASE("bwrap: under read-only /dev/null is writable and files are readable (contract 13)", "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  auto [result, launch] =
+      run_confined(policy, sandbox_mode::read_only, "/", "echo x > /dev/null && cat /etc/hostname >/dev/null && echo ok");
+  CHECK(result.exit_code == 0);
+  CHECK(result.out == "ok\n");
+  CHECK(result.err.empty());
+}
+
+TEST_CASE("bwrap: under workspace-write the workspace and /tmp are writable and elsewhere is not (contract 13)",
+          "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  sandbox_dirs dirs;
+  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
+                              "echo x > \"$WS/f\" && echo y > /tmp/x && echo z > /dev/null", dirs.env());
+  CHECK(allowed.result.exit_code == 0);
+  CHECK(allowed.result.err.empty());
+  CHECK(fs::exists(dirs.workspace.path / "f"));
+
+  auto outside =
+      run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path, "echo x > \"$OUT/f\"", dirs.env());
+  CHECK(outside.result.exit_code != 0);
+  CHECK(policy.is_denial(outside.result.err));
+  CHECK_FALSE(policy.runner_failure(outside.launch, outside.result.err));
+  CHECK_FALSE(fs::exists(dirs.outside.path / "f"));
+}
+
+TEST_CASE("bwrap: a workspace under /tmp stays writable under workspace-write (contract 14)", "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  temp_dir workspace{"/tmp", "bashexec-ws-"};
+  auto [result, launch] = run_confined(policy, sandbox_mode::workspace_write, workspace.path, "echo x > \"$WS/f\"",
+                                       {"WS=" + workspace.path.string()});
+  CHECK(result.exit_code == 0);
+  CHECK(result.err.empty());
+  CHECK(fs::exists(workspace.path / "f"));
+}
+
+TEST_CASE("bwrap: a command that merely prints \"bwrap: \" is not a runner failure (contract 16)", "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, "/", "echo 'bwrap: hello' >&2; exit 1");
+  CHECK(result.exit_code == 1);
+  CHECK(result.err == "bwrap: hello\n");
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+}
+
+TEST_CASE("bwrap: a runner that fails before starting the command is a runner failure, known structurally (contract 16)",
+          "[bwrap]") {
+  temp_dir dir{"/var/tmp"};
+  const fs::path fake = dir.path / "bwrap";
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  bwrap policy(config_with_bwrap(fake));
+  REQUIRE(policy.program());
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, "/", "true");
+  CHECK(result.exit_code == 1);
+  auto failure = policy.runner_failure(launch, result.err);
+  REQUIRE(failure);
+  CHECK(*failure == "bwrap: setting up uid map: Permission denied");
+}
+
+TEST_CASE("bwrap: a sandbox setup failure after bwrap cloned its child is still a runner failure (contract 16)",
+          "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  // The workspace bind fails inside bwrap's child: "child-pid" was reported,
+  // "exit-code" never is.
+  auto [result, launch] = run_confined(policy, sandbox_mode::workspace_write, "/nonexistent/bashexec-ws", "true");
+  CHECK(result.exit_code != 0);
+  auto failure = policy.runner_failure(launch, result.err);
+  REQUIRE(failure);
+  CHECK_THAT(*failure, Catch::StartsWith("bwrap: "));
+}
+
+TEST_CASE("bwrap: a missing bwrap program makes prepare throw sandbox_unavailable naming what to install (contract 15)",
+          "[bwrap]") {
+  bwrap policy(config_with_bwrap("bashexec-no-such-bwrap"));
+  CHECK_FALSE(policy.program());
+  launch_plan plan = plan_for("true");
+  try {
+    (void)policy.prepare(sandbox_mode::read_only, "/", plan);
+    FAIL("prepare did not throw");
+  } catch (const sandbox_unavailable& error) {
+    CHECK(error.mode() == sandbox_mode::read_only);
+    CHECK_THAT(error.what(), Catch::Contains("apt-get install bubblewrap"));
+  }
+}
+
+TEST_CASE("bwrap: the denial dialect is \"read-only file system\", matched case-insensitively (contract 16)",
+          "[bwrap]") {
+  bwrap policy(config_with_bwrap());
+  CHECK(policy.is_denial("bash: /x: READ-ONLY FILE SYSTEM"));
+  CHECK_FALSE(policy.is_denial("bash: /x: Permission denied"));
+  CHECK(bwrap::runner_failure_signatures.front() == "bwrap: ");
+}
+
+// ---------------------------------------------------------------------------
+// runner_command
+
+static_assert(confining_policy<runner_command>);
+
+TEST_CASE("runner_command: configuration without a runner argv or signatures is rejected naming the field",
+          "[runner_command]") {
+  executor_config config;
+  CHECK_THROWS_WITH(runner_command{config}, Catch::Contains("sandbox.runner_argv"));
+  config.sandbox.runner_argv = {"bwrap"};
+  CHECK_THROWS_WITH(runner_command{config}, Catch::Contains("sandbox.runner_failure_signatures"));
+  config.sandbox.runner_failure_signatures = {"bwrap: "};
+  CHECK_NOTHROW(runner_command{config});
+}
+
+TEST_CASE("runner_command: argv is the runner, the bwrap profile, --, then the command (contract 14)",
+          "[runner_command]") {
+  executor_config config;
+  config.sandbox.runner_argv = {"/bin/sh", "--flag"};
+  config.sandbox.runner_failure_signatures = {"runner: "};
+  runner_command policy(config);
+  launch_plan plan = plan_for("true");
+  auto launch = policy.prepare(sandbox_mode::workspace_write, "/ws", plan);
+  std::vector<std::string> expected{"/bin/sh", "--flag"};
+  auto profile = detail::bwrap_profile_args(sandbox_mode::workspace_write, "/ws");
+  expected.insert(expected.end(), profile.begin(), profile.end());
+  expected.insert(expected.end(), {"--", "/bin/bash", "-c", "true"});
+  CHECK(plan.argv == expected);
+  CHECK(launch.info.level == enforcement::full);
+}
+
+TEST_CASE("runner_command: a runner binary that does not exist settles as a runner failure (contract 16)",
+          "[runner_command]") {
+  executor_config config;
+  config.sandbox.runner_argv = {"/opt/bashexec-no-such-runner"};
+  config.sandbox.runner_failure_signatures = {"runner: "};
+  runner_command policy(config);
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, "/", "true");
+  CHECK(result.exit_code == 127);
+  auto failure = policy.runner_failure(launch, result.err);
+  REQUIRE(failure);
+  CHECK_THAT(*failure, Catch::Contains("/opt/bashexec-no-such-runner"));
+}
+
+TEST_CASE("runner_command: a bare runner name missing from PATH is a runner failure too (contract 16)",
+          "[runner_command]") {
+  executor_config config;
+  config.sandbox.runner_argv = {"bashexec-no-such-runner"};
+  config.sandbox.runner_failure_signatures = {"runner: "};
+  runner_command policy(config);
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, "/", "true");
+  CHECK(result.exit_code == 127);
+  CHECK(policy.runner_failure(launch, result.err));
+}
+
+TEST_CASE("runner_command: runner failures are recognised by configured signatures and shell shapes, "
+          "case-insensitively (contract 16)",
+          "[runner_command]") {
+  executor_config config;
+  config.sandbox.runner_argv = {"/usr/local/bin/myrunner"};
+  config.sandbox.runner_failure_signatures = {"myrunner: setup failed"};
+  runner_command policy(config);
+  confined_launch launch;
+  CHECK(policy.runner_failure(launch, "MYRUNNER: Setup Failed: no userns\n") == "MYRUNNER: Setup Failed: no userns");
+  CHECK(policy.runner_failure(launch, "bash: /usr/local/bin/myrunner: No such file or directory\n"));
+  CHECK(policy.runner_failure(launch, "sh: 1: myrunner: not found\n"));
+  CHECK(policy.runner_failure(launch, "bash: /usr/local/bin/myrunner: Permission denied\n"));
+  // The command's own failures are not the runner's.
+  CHECK_FALSE(policy.runner_failure(launch, "cat: /nope: No such file or directory\n"));
+  CHECK_FALSE(policy.runner_failure(launch, "bash: line 1: nope: command not found\n"));
+  CHECK(policy.is_denial("x: Read-only file system"));
+  CHECK(policy.is_denial("x: Permission denied"));
+}
+
+TEST_CASE("runner_command: bwrap as the operator's runner confines and reads denials (contract 13, 16)",
+          "[runner_command]") {
+  SKIP_UNLESS(bwrap_missing());
+  executor_config config;
+  config.sandbox.runner_argv = {"bwrap"};
+  config.sandbox.runner_failure_signatures = {"bwrap: "};
+  runner_command policy(config);
+  sandbox_dirs dirs;
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+                                       "echo x > \"$WS/f\"", dirs.env());
+  CHECK(result.exit_code != 0);
+  CHECK(policy.is_denial(result.err));
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+}
+
+// ---------------------------------------------------------------------------
+// chain
+
+namespace {
+
+/// Minimal confining policies whose construction can be made to fail.
+template <int N>
+struct fake_backend {
+  static constexpr bool confines = true;
+  static constexpr bool needs_pre_exec = false;
+  static constexpr std::string_view name = N == 0 ? "fake-a" : N == 1 ? "fake-b" : "fake-c";
+  static constexpr std::string_view remedy = N == 0 ? "install fake-a" : "enable fake-b";
+  static inline bool fail_construction = false;
+
+  explicit fake_backend(const executor_config&) {
+    if (fail_construction) throw std::invalid_argument("fake construction failure");
+  }
+  confined_launch prepare(sandbox_mode mode, const fs::path&, launch_plan& plan) const {
+    plan.argv.insert(plan.argv.begin(), std::string(name));
+    confined_launch launch;
+    launch.info.mode = mode;
+    launch.info.level = enforcement::full;
+    return launch;
+  }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view err) const {
+    if (err.find(name) != std::string_view::npos) return std::string(err);
+    return std::nullopt;
+  }
+  bool is_denial(std::string_view err) const { return err == name; }
+};
+
+using fake_a = fake_backend<0>;
+using fake_b = fake_backend<1>;
+
+}  // namespace
+
+static_assert(confining_policy<chain<fake_a, fake_b>>);
+static_assert(confining_policy<chain<bwrap, landlock>>);
+static_assert(chain<bwrap, landlock>::needs_pre_exec);
+static_assert(!chain<bwrap>::needs_pre_exec);
+static_assert(chain<bwrap, landlock>::needs_selection);
+
+TEST_CASE("chain: when the first candidate's probe fails the second is selected (contract 15)", "[chain]") {
+  chain<fake_a, fake_b> policy{executor_config{}};
+  CHECK(policy.selected_name().empty());
+  policy.select([](const auto& candidate) { return candidate.name != "fake-a"; });
+  CHECK(policy.selected_name() == "fake-b");
+  launch_plan plan = plan_for("true");
+  auto launch = policy.prepare(sandbox_mode::workspace_write, "/", plan);
+  CHECK(plan.argv.front() == "fake-b");
+  CHECK(launch.info.mode == sandbox_mode::workspace_write);
+  CHECK(policy.is_denial("fake-b"));
+  CHECK_FALSE(policy.is_denial("fake-a"));
+  CHECK(policy.runner_failure(launch, "fake-b broke"));
+}
+
+TEST_CASE("chain: with no usable candidate every prepare throws sandbox_unavailable naming the mode, each candidate "
+          "and the remedies (contract 15)",
+          "[chain]") {
+  chain<fake_a, fake_b> policy{executor_config{}};
+  policy.select([](const auto& candidate) -> bool {
+    if (candidate.name == "fake-a") throw std::runtime_error("no user namespaces");
+    return false;
+  });
+  CHECK(policy.selected());
+  CHECK(policy.selected_name().empty());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    launch_plan plan = plan_for("true");
+    try {
+      (void)policy.prepare(sandbox_mode::workspace_write, "/", plan);
+      FAIL("prepare did not throw");
+    } catch (const sandbox_unavailable& error) {
+      const std::string text = error.what();
+      CHECK(error.mode() == sandbox_mode::workspace_write);
+      CHECK_THAT(text, Catch::Contains("workspace-write"));
+      CHECK_THAT(text, Catch::Contains("fake-a: probe failed: no user namespaces"));
+      CHECK_THAT(text, Catch::Contains("fake-b: probe failed"));
+      CHECK_THAT(text, Catch::Contains("install fake-a"));
+      CHECK_THAT(text, Catch::Contains("enable fake-b"));
+    }
+    CHECK(plan.argv.front() == "/bin/bash");  // nothing was wrapped, nothing runs
+  }
+}
+
+TEST_CASE("chain: a candidate whose constructor throws is unusable and says why (contract 15)", "[chain]") {
+  fake_a::fail_construction = true;
+  chain<fake_a, fake_b> policy{executor_config{}};
+  fake_a::fail_construction = false;
+  int probed_a = 0;
+  policy.select([&](const auto& candidate) {
+    if (candidate.name == "fake-a") ++probed_a;
+    return true;
+  });
+  CHECK(probed_a == 0);
+  CHECK(policy.selected_name() == "fake-b");
+}
+
+TEST_CASE("chain: the probe runs once per lifetime however many threads select (contract 15)", "[chain]") {
+  chain<fake_a, fake_b> policy{executor_config{}};
+  std::atomic<int> probes{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      for (int j = 0; j < 50; ++j)
+        policy.select([&](const auto& candidate) {
+          ++probes;
+          return candidate.name == "fake-b";
+        });
+    });
+  for (auto& thread : threads) thread.join();
+  CHECK(probes == 2);  // fake-a once (rejected), fake-b once (accepted)
+  CHECK(policy.selected_name() == "fake-b");
+}
+
+TEST_CASE("chain: a chain of one candidate is selected without probing (contract 15)", "[chain]") {
+  chain<fake_b> policy{executor_config{}};
+  policy.select([](const auto&) -> bool { throw std::logic_error("must not probe"); });
+  CHECK(policy.selected_name() == "fake-b");
+
+  chain<fake_a> unselected{executor_config{}};
+  launch_plan plan = plan_for("true");
+  (void)unselected.prepare(sandbox_mode::read_only, "/", plan);  // selects itself
+  CHECK(unselected.selected_name() == "fake-a");
+}
+
+TEST_CASE("chain: prepare before select on a multi-candidate chain is a programming error", "[chain]") {
+  chain<fake_a, fake_b> policy{executor_config{}};
+  launch_plan plan = plan_for("true");
+  CHECK_THROWS_AS(policy.prepare(sandbox_mode::read_only, "/", plan), std::logic_error);
+}
+
+TEST_CASE("chain: bwrap then landlock, probed functionally, confines a real command (contract 15, 16)", "[chain]") {
+  if (bwrap_missing() && landlock_missing()) {
+    WARN("skipped: neither bwrap nor Landlock is usable here");
+    return;
+  }
+  chain<bwrap, landlock> policy{config_with_bwrap()};
+  // The executor's probe, in miniature: `true` under read-only must succeed.
+  policy.select([](const auto& candidate) {
+    auto [result, launch] = run_confined(candidate, sandbox_mode::read_only, "/", "true");
+    return result.exit_code == 0;
+  });
+  CHECK_FALSE(policy.selected_name().empty());
+  sandbox_dirs dirs;
+  auto [result, launch] =
+      run_confined(policy, sandbox_mode::read_only, dirs.workspace.path, "echo x > \"$WS/f\"", dirs.env());
+  CHECK(result.exit_code != 0);
+  CHECK(policy.is_denial(result.err));
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+}
+
+TEST_CASE("chain: rejecting bwrap in the probe falls through to landlock, which installs a pre-exec hook "
+          "(contract 15)",
+          "[chain]") {
+  SKIP_UNLESS(landlock_missing());
+  chain<bwrap, landlock> policy{config_with_bwrap()};
+  policy.select([](const auto& candidate) { return candidate.name == "landlock"; });
+  CHECK(policy.selected_name() == "landlock");
+  launch_plan plan = plan_for("true");
+  auto launch = policy.prepare(sandbox_mode::read_only, "/", plan);
+  CHECK(plan.hook);
+  CHECK(plan.argv.front() == "/bin/bash");
+  CHECK(launch.keep_alive);
+}
