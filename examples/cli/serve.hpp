@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <future>
@@ -91,19 +90,6 @@ class approval_desk {
   std::uint64_t last_ = 0;
   bool closed_ = false;
 };
-
-/// A session id as a file name: safe characters kept, the rest hex-escaped.
-inline std::string session_file_name(const std::string& session) {
-  std::string name;
-  for (unsigned char c : session) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.')
-      name += static_cast<char>(c);
-    else
-      name += fmt::format("%{:02x}", c);
-  }
-  if (name.empty() || name[0] == '.') name = "%" + name;
-  return name + ".jsonl";
-}
 
 template <class Executor>
 class tool_server {
@@ -236,7 +222,7 @@ class tool_server {
     if (session.empty()) return nullptr;
     std::lock_guard lock(logs_mutex_);
     auto& log = logs_[session];
-    if (!log) log = std::make_unique<session_log>(session_dir_ / session_file_name(session));
+    if (!log) log = std::make_unique<session_log>(session_log_path(session_dir_, session));
     return log.get();
   }
 

@@ -1,0 +1,54 @@
+// tools/approval: the question the tool layer asks a person (or a policy)
+// before running one call under a wider sandbox mode, and the four answers
+// (DESIGN.md contract 18).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "bashexec/ids.hpp"
+#include "bashexec/sandbox_mode.hpp"
+
+namespace bashexec {
+
+enum class approval_outcome {
+  /// Run this one call under the requested mode; the next call is back to normal.
+  allowed_once,
+  /// The person said no.
+  rejected,
+  /// The question was withdrawn (the turn was interrupted, the dialog closed).
+  cancelled,
+  /// Nobody can answer now (headless run, approval service down).
+  unavailable,
+};
+
+constexpr std::string_view to_string(approval_outcome outcome) noexcept {
+  switch (outcome) {
+    case approval_outcome::allowed_once: return "allowed-once";
+    case approval_outcome::rejected: return "rejected";
+    case approval_outcome::cancelled: return "cancelled";
+    case approval_outcome::unavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+/// One escalation request, as the model made it.
+struct approval_request {
+  /// The session asking.
+  owner_token session;
+  std::string command;
+  /// The model's own one-line description of the command.
+  std::string description;
+  /// The mode the call would run under without approval.
+  sandbox_mode current_mode = sandbox_mode::read_only;
+  /// Strictly wider than `current_mode`.
+  sandbox_mode requested_mode = sandbox_mode::workspace_write;
+  std::string justification;
+};
+
+/// Asked once per escalation request; may block (a person is answering).
+/// A callback that throws counts as `unavailable`.
+using approval_callback = std::function<approval_outcome(const approval_request&)>;
+
+}  // namespace bashexec

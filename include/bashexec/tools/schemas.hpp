@@ -1,0 +1,123 @@
+// tools/schemas: the JSON Schemas of the `bash`, `bash_output` and
+// `bash_kill` tools, and the descriptions that teach a model how to use them
+// (DESIGN.md contract 18, 20). Each tool is
+//   {"name": …, "description": …, "input_schema": {JSON Schema of the arguments}}.
+// `sandbox_permissions` and `justification` appear only when escalation is
+// advertised, that is, when the executor confines.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace bashexec {
+
+inline constexpr std::string_view bash_tool_name = "bash";
+inline constexpr std::string_view bash_output_tool_name = "bash_output";
+inline constexpr std::string_view bash_kill_tool_name = "bash_kill";
+inline constexpr std::array tool_names{bash_tool_name, bash_output_tool_name, bash_kill_tool_name};
+
+namespace detail {
+
+inline constexpr std::string_view bash_description =
+    "Run a shell command with `bash -c` and return what it printed.\n"
+    "- No shell state persists between calls: every call is a fresh shell, so `cd`, `export` and "
+    "variables are forgotten. To run somewhere else pass `workdir` (relative paths resolve against "
+    "the session's working directory) rather than prefixing `cd dir &&`.\n"
+    "- Check the `[exit code: N]` marker: it is the last line whenever the command exited non-zero "
+    "(`[killed by signal: NAME]` when a signal ended it); no marker means exit code 0. Output the "
+    "command wrote to stderr follows a `[stderr]` line. Long output keeps its end and names a file "
+    "holding all of it.\n"
+    "- stdin is empty: programs that wait for input get end-of-file, interactive programs do not work.\n"
+    "- A foreground command is killed after `timeoutMs` (`[timed out after Nms]`). For servers, "
+    "watchers and other long-running commands use `run_in_background`, then `bash_output` and `bash_kill`.";
+
+inline constexpr std::string_view bash_sandbox_description =
+    "\n- Commands run in a sandbox that limits which files they may change (read-only < "
+    "workspace-write < danger-full-access). `[sandbox: file access denied under <mode> mode]` means "
+    "the sandbox refused a file effect: that is policy, not a bug. Do not retry around it (other "
+    "paths, other tools, copies, tricks). The one sanctioned retry is the same command again with "
+    "`sandbox_permissions` set to the mode it needs and a `justification`; a person is asked to "
+    "approve that single call, and the calls after it are sandboxed as before.";
+
+inline nlohmann::json string_property(std::string_view description) {
+  return {{"type", "string"}, {"description", description}};
+}
+
+inline nlohmann::json tool_schema(std::string_view name, std::string_view description, nlohmann::json properties,
+                                  nlohmann::json required) {
+  return {{"name", name},
+          {"description", description},
+          {"input_schema",
+           {{"type", "object"},
+            {"properties", std::move(properties)},
+            {"required", std::move(required)},
+            {"additionalProperties", false}}}};
+}
+
+}  // namespace detail
+
+/// The JSON Schema of `bash`.
+inline nlohmann::json bash_tool_schema(bool escalation_advertised) {
+  nlohmann::json properties = {
+      {"command", detail::string_property("The command to run, as one bash script.")},
+      {"description", detail::string_property("What the command does, in 5-10 words, for the person watching.")},
+      {"timeoutMs",
+       {{"type", "integer"},
+        {"minimum", 1},
+        {"description",
+         "Foreground timeout in milliseconds (default 120000; values above the maximum, 600000 unless "
+         "configured otherwise, are clamped). Not used with run_in_background."}}},
+      {"workdir", detail::string_property("Directory to run in; a relative path resolves against the session's "
+                                          "working directory, which is also the default.")},
+      {"run_in_background",
+       {{"type", "boolean"},
+        {"description",
+         "Start the command in the background and return its task id (bash-N) at once; no timeout "
+         "applies. Read its output with bash_output, stop it with bash_kill."}}},
+  };
+  std::string description(detail::bash_description);
+  if (escalation_advertised) {
+    description += detail::bash_sandbox_description;
+    properties["sandbox_permissions"] = {
+        {"type", "string"},
+        {"enum", {"workspace-write", "danger-full-access"}},
+        {"description",
+         "Only after a sandbox denial: run this one call under a wider sandbox mode. Must be wider than the "
+         "session's current mode, requires `justification`, and a person must approve it."}};
+    properties["justification"] =
+        detail::string_property("Why this command needs the wider sandbox mode, in one sentence for the person "
+                                "approving it. Required with, and only with, sandbox_permissions.");
+  }
+  return detail::tool_schema(bash_tool_name, description, std::move(properties), {"command", "description"});
+}
+
+/// The JSON Schema of `bash_output`.
+inline nlohmann::json bash_output_tool_schema() {
+  return detail::tool_schema(
+      bash_output_tool_name,
+      "Read what a background task (started with run_in_background) printed since the last read, then its "
+      "status: `[status: running]`, `[status: completed, exit code: N]` or `[status: killed by SIGNAL]`. "
+      "`(no new output)` means nothing new was printed.",
+      {{"task_id", detail::string_property("The id run_in_background returned, like bash-1.")}}, {"task_id"});
+}
+
+/// The JSON Schema of `bash_kill`.
+inline nlohmann::json bash_kill_tool_schema() {
+  return detail::tool_schema(
+      bash_kill_tool_name,
+      "Stop a background task and everything it started (SIGTERM, then SIGKILL after a grace period). "
+      "Killing a task that already finished does nothing and says so.",
+      {{"task_id", detail::string_property("The id run_in_background returned, like bash-1.")}}, {"task_id"});
+}
+
+/// The three tool schemas, in the order `bash`, `bash_output`, `bash_kill`.
+inline nlohmann::json tool_schemas(bool escalation_advertised) {
+  return nlohmann::json::array({bash_tool_schema(escalation_advertised), bash_output_tool_schema(),
+                                bash_kill_tool_schema()});
+}
+
+}  // namespace bashexec

@@ -1,0 +1,199 @@
+// The session log: durable JSON lines, replay after a restart, torn final
+// lines, one log per session, and the sandbox-mode fold (DESIGN.md contract 18).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/session/session_log.hpp>
+
+using namespace bashexec;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh directory removed at scope exit.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "bashexec-session-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& file, const std::string& content) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+std::optional<sandbox_mode> override_of(const session_log& log) { return effective_sandbox_mode(log); }
+
+}  // namespace
+
+TEST_CASE("contract 18: the override fold is empty without events and the last sandbox-mode event wins",
+          "[session][contract-18]") {
+  std::vector<session_event> events;
+  CHECK_FALSE(effective_sandbox_mode(events).has_value());
+  events.push_back(opaque_event{"note", {{"type", "note"}}});
+  CHECK_FALSE(effective_sandbox_mode(events).has_value());
+  events.push_back(sandbox_mode_event{sandbox_mode::workspace_write});
+  events.push_back(opaque_event{"note", {{"type", "note"}}});
+  CHECK(effective_sandbox_mode(events) == sandbox_mode::workspace_write);
+  events.push_back(sandbox_mode_event{sandbox_mode::read_only});
+  CHECK(effective_sandbox_mode(events) == sandbox_mode::read_only);
+}
+
+TEST_CASE("contract 18: set_sandbox_mode is the only write path for the override", "[session][contract-18]") {
+  session_log log;
+  CHECK_THROWS_AS(log.append("sandbox-mode", {{"mode", "danger-full-access"}}), std::invalid_argument);
+  CHECK_FALSE(override_of(log).has_value());
+  set_sandbox_mode(log, sandbox_mode::danger_full_access);
+  CHECK(override_of(log) == sandbox_mode::danger_full_access);
+}
+
+TEST_CASE("an override written to a log file survives a restart", "[session][contract-18]") {
+  temp_dir dir;
+  const auto file = session_log_path(dir.path, "session-1");
+  {
+    session_log log(file);
+    CHECK(log.events().empty());
+    set_sandbox_mode(log, sandbox_mode::workspace_write);
+    log.append("note", {{"text", "hello"}});
+  }
+  CHECK(slurp(file) ==
+        "{\"mode\":\"workspace-write\",\"type\":\"sandbox-mode\"}\n"
+        "{\"text\":\"hello\",\"type\":\"note\"}\n");
+
+  session_log restarted(file);
+  REQUIRE(restarted.events().size() == 2);
+  CHECK(override_of(restarted) == sandbox_mode::workspace_write);
+  CHECK(std::get<opaque_event>(restarted.events()[1]).body["text"] == "hello");
+
+  // Appends after the replay land after the replayed events.
+  set_sandbox_mode(restarted, sandbox_mode::read_only);
+  session_log again(file);
+  CHECK(again.events().size() == 3);
+  CHECK(override_of(again) == sandbox_mode::read_only);
+}
+
+TEST_CASE("a log file is private to its owner", "[session]") {
+  temp_dir dir;
+  const auto file = dir.path / "private.jsonl";
+  session_log log(file);
+  CHECK((fs::status(file).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+}
+
+TEST_CASE("two sessions never see each other's events", "[session][contract-18]") {
+  temp_dir dir;
+  session_log a(session_log_path(dir.path, "a"));
+  session_log b(session_log_path(dir.path, "b"));
+  set_sandbox_mode(a, sandbox_mode::danger_full_access);
+  CHECK(override_of(a) == sandbox_mode::danger_full_access);
+  CHECK_FALSE(override_of(b).has_value());
+  CHECK(b.events().empty());
+}
+
+TEST_CASE("session ids map to distinct, plain file names", "[session]") {
+  const fs::path dir = "/logs";
+  CHECK(session_log_path(dir, "abc-1_x") == "/logs/abc-1_x.jsonl");
+  CHECK(session_log_path(dir, "../etc/passwd") == "/logs/%2E%2E%2Fetc%2Fpasswd.jsonl");
+  CHECK(session_log_path(dir, "a/b") != session_log_path(dir, "a%2Fb"));
+  CHECK(session_log_path(dir, ".") != session_log_path(dir, "%2E"));
+  CHECK_THROWS_AS(session_log_path(dir, ""), std::invalid_argument);
+}
+
+TEST_CASE("a torn final line is ignored with a warning and the earlier events replay", "[session][contract-18]") {
+  temp_dir dir;
+  const auto file = dir.path / "torn.jsonl";
+  spit(file,
+       "{\"type\":\"sandbox-mode\",\"mode\":\"workspace-write\"}\n"
+       "{\"type\":\"note\",\"n\":1}\n"
+       "{\"type\":\"sandbox-mode\",\"mo");
+  std::vector<std::string> warnings;
+  session_log log(file, {[&](std::string_view w) { warnings.emplace_back(w); }});
+  CHECK(log.events().size() == 2);
+  CHECK(override_of(log) == sandbox_mode::workspace_write);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains(file.string()) && Catch::Contains("line 3") && Catch::Contains("torn"));
+
+  // The torn bytes are gone, so the next append starts a clean line.
+  set_sandbox_mode(log, sandbox_mode::danger_full_access);
+  session_log restarted(file, {[&](std::string_view w) { warnings.emplace_back(w); }});
+  CHECK(restarted.events().size() == 3);
+  CHECK(override_of(restarted) == sandbox_mode::danger_full_access);
+  CHECK(warnings.size() == 1);
+}
+
+TEST_CASE("a complete final line missing only its newline is kept and repaired", "[session]") {
+  temp_dir dir;
+  const auto file = dir.path / "unterminated.jsonl";
+  spit(file, "{\"type\":\"sandbox-mode\",\"mode\":\"danger-full-access\"}");
+  {
+    session_log log(file);
+    CHECK(override_of(log) == sandbox_mode::danger_full_access);
+    set_sandbox_mode(log, sandbox_mode::read_only);
+  }
+  session_log restarted(file);
+  CHECK(restarted.events().size() == 2);
+  CHECK(override_of(restarted) == sandbox_mode::read_only);
+}
+
+TEST_CASE("an unknown mode in a log line is an error naming the file and the line", "[session][contract-18]") {
+  temp_dir dir;
+  const auto file = dir.path / "bad-mode.jsonl";
+  spit(file,
+       "{\"type\":\"sandbox-mode\",\"mode\":\"read-only\"}\n"
+       "\n"
+       "{\"type\":\"sandbox-mode\",\"mode\":\"read-mostly\"}\n");
+  try {
+    session_log log(file);
+    FAIL("replay accepted an unknown mode");
+  } catch (const session_log_error& e) {
+    CHECK(std::string(e.what()) == fmt::format("session log {} line 3: unknown sandbox mode \"read-mostly\" "
+                                               "(expected read-only, workspace-write or danger-full-access)",
+                                               file.string()));
+  }
+}
+
+TEST_CASE("corruption before the final line is an error, never silently skipped", "[session]") {
+  temp_dir dir;
+  const auto file = dir.path / "corrupt.jsonl";
+  spit(file, "{\"type\":\"note\"}\n{garbage\n{\"type\":\"note\"}\n");
+  CHECK_THROWS_WITH(session_log(file), Catch::Contains("line 2") && Catch::Contains(file.string()));
+  spit(file, "{\"no_type\":1}\n");
+  CHECK_THROWS_WITH(session_log(file), Catch::Contains("line 1") && Catch::Contains("\"type\""));
+  spit(file, "[1,2]\n{\"type\":\"note\"}\n");
+  CHECK_THROWS_WITH(session_log(file), Catch::Contains("line 1: expected a JSON object"));
+}
+
+TEST_CASE("an unusable log file is an error naming it", "[session]") {
+  temp_dir dir;
+  const auto blocker = dir.path / "file";
+  spit(blocker, "x");
+  CHECK_THROWS_AS(session_log(blocker / "log.jsonl"), session_log_error);
+}
+
+TEST_CASE("an in-memory log holds events without a file", "[session]") {
+  session_log log;
+  CHECK_FALSE(log.file().has_value());
+  log.append("note", {{"bytes", std::string("\xFF")}});
+  set_sandbox_mode(log, sandbox_mode::workspace_write);
+  CHECK(log.events().size() == 2);
+  CHECK(override_of(log) == sandbox_mode::workspace_write);
+}

@@ -1,0 +1,280 @@
+// The result-text grammar of the model-facing tools (DESIGN.md contract 20),
+// byte-exact, and the UTF-8 guarantee of every rendered text.
+#include <csignal>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/tools/render.hpp>
+#include <bashexec/tools/utf8.hpp>
+
+using namespace bashexec;
+using namespace std::chrono_literals;
+
+namespace {
+
+collected_output stream(std::string text, bool truncated = false,
+                        std::optional<std::filesystem::path> spill = std::nullopt) {
+  return collected_output{std::move(text), truncated, std::move(spill)};
+}
+
+run_result exited(int code, std::string out = {}, std::string err = {}) {
+  run_result result;
+  result.exit_code = code;
+  result.out = stream(std::move(out));
+  result.err = stream(std::move(err));
+  result.timeout = 120000ms;
+  return result;
+}
+
+sandbox_info denied_under(sandbox_mode mode) {
+  return sandbox_info{mode, true, enforcement::full, false};
+}
+
+}  // namespace
+
+TEST_CASE("contract 20: a successful run is its stdout and nothing else", "[render][contract-20]") {
+  CHECK(render_run_result(exited(0, "hello\n"), false) == "hello\n");
+  CHECK(render_run_result(exited(0, "no newline"), false) == "no newline");
+}
+
+TEST_CASE("contract 20: an empty body reads (no output)", "[render][contract-20]") {
+  CHECK(render_run_result(exited(0), false) == "(no output)");
+  CHECK(render_run_result(exited(3), false) == "(no output)\n[exit code: 3]");
+}
+
+TEST_CASE("contract 20: a non-zero exit ends the text with the exit marker on its own line",
+          "[render][contract-20]") {
+  CHECK(render_run_result(exited(1, "partial"), false) == "partial\n[exit code: 1]");
+  CHECK(render_run_result(exited(1, "line\n"), false) == "line\n[exit code: 1]");
+}
+
+TEST_CASE("contract 20: stderr follows a [stderr] line, after a newline only when stdout lacks one",
+          "[render][contract-20]") {
+  CHECK(render_run_result(exited(0, "out", "err\n"), false) == "out\n[stderr]\nerr\n");
+  CHECK(render_run_result(exited(0, "out\n", "err"), false) == "out\n[stderr]\nerr");
+  CHECK(render_run_result(exited(0, "", "err"), false) == "[stderr]\nerr");
+}
+
+TEST_CASE("contract 20: each truncation note follows the stream it belongs to", "[render][contract-20]") {
+  run_result result = exited(0);
+  result.out = stream("tail of out", true, "/spill/out");
+  result.err = stream("tail of err", true, "/spill/err");
+  CHECK(render_run_result(result, false) ==
+        "tail of out\n[output truncated; full output: /spill/out]\n"
+        "[stderr]\ntail of err\n[output truncated; full output: /spill/err]");
+}
+
+TEST_CASE("contract 20: a withheld spill path reads (unavailable)", "[render][contract-20]") {
+  run_result result = exited(0);
+  result.out = stream("tail", true);
+  CHECK(render_run_result(result, false) == "tail\n[output truncated; full output: (unavailable)]");
+}
+
+TEST_CASE("contract 20: stderr, a timeout and truncation all show, in order, with the signal last",
+          "[render][contract-20]") {
+  run_result result;
+  result.signal = SIGTERM;
+  result.timed_out = true;
+  result.timeout = 1500ms;
+  result.out = stream("last lines\n", true, "/spill/out");
+  result.err = stream("warning: slow\n");
+  CHECK(render_run_result(result, false) ==
+        "last lines\n\n[output truncated; full output: /spill/out]\n"
+        "[stderr]\nwarning: slow\n"
+        "[timed out after 1500ms]\n"
+        "[killed by signal: SIGTERM]");
+}
+
+TEST_CASE("contract 20: the timeout marker shows even when the command then exited 0",
+          "[render][contract-20]") {
+  run_result result = exited(0, "done\n");
+  result.timed_out = true;
+  result.timeout = 50ms;
+  CHECK(render_run_result(result, false) == "done\n[timed out after 50ms]");
+}
+
+TEST_CASE("contract 20: a denial is marked, with the escalation hint only when escalation is advertised",
+          "[render][contract-20]") {
+  run_result result = exited(1, "", "touch: cannot touch 'x': Read-only file system\n");
+  result.sandbox = denied_under(sandbox_mode::read_only);
+  const std::string body = "[stderr]\ntouch: cannot touch 'x': Read-only file system\n";
+
+  CHECK(render_run_result(result, false) ==
+        body + "[sandbox: file access denied under read-only mode]\n[exit code: 1]");
+  CHECK(render_run_result(result, true) ==
+        body +
+            "[sandbox: file access denied under read-only mode]\n"
+            "[to run this with wider file access, repeat the same command with sandbox_permissions "
+            "(\"workspace-write\" or \"danger-full-access\") and a justification; do not work around the sandbox]\n"
+            "[exit code: 1]");
+
+  result.sandbox = denied_under(sandbox_mode::workspace_write);
+  CHECK(render_run_result(result, true) ==
+        body +
+            "[sandbox: file access denied under workspace-write mode]\n"
+            "[to run this with wider file access, repeat the same command with sandbox_permissions "
+            "(\"danger-full-access\") and a justification; do not work around the sandbox]\n"
+            "[exit code: 1]");
+}
+
+TEST_CASE("contract 20: sandbox facts without a denial add nothing", "[render][contract-20]") {
+  run_result result = exited(0, "ok\n");
+  result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false};
+  CHECK(render_run_result(result, true) == "ok\n");
+  result.sandbox = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};
+  CHECK(render_run_result(result, true) == "ok\n");
+}
+
+TEST_CASE("contract 20: every marker keeps its place: denial, hint, timeout, abort, leftovers, exit",
+          "[render][contract-20]") {
+  run_result result = exited(2, "x");
+  result.sandbox = denied_under(sandbox_mode::workspace_write);
+  result.timed_out = true;
+  result.timeout = 10ms;
+  result.leftovers_killed = true;
+  CHECK(render_run_result(result, false) ==
+        "x\n[sandbox: file access denied under workspace-write mode]\n[timed out after 10ms]\n"
+        "[leftover background processes were killed after the command exited; use run_in_background for "
+        "long-lived processes]\n[exit code: 2]");
+
+  run_result aborted = exited(0);
+  aborted.exit_code.reset();
+  aborted.signal = SIGKILL;
+  aborted.aborted = true;
+  CHECK(render_run_result(aborted, false) == "(no output)\n[aborted]\n[killed by signal: SIGKILL]");
+}
+
+TEST_CASE("contract 20: a background start answers with the task id", "[render][contract-20]") {
+  CHECK(render_started(task_id("bash-7")) == "started background task bash-7");
+}
+
+TEST_CASE("contract 20: the status line of each task state", "[render][contract-20]") {
+  task_snapshot task{task_id("bash-1"), "sleep 1", task_status::running, {}, {}, {}};
+  CHECK(status_line(task) == "[status: running]");
+  task.status = task_status::completed;
+  task.exit_code = 0;
+  CHECK(status_line(task) == "[status: completed, exit code: 0]");
+  task.exit_code = 4;
+  CHECK(status_line(task) == "[status: completed, exit code: 4]");
+  task.status = task_status::killed;
+  task.exit_code.reset();
+  task.signal = SIGTERM;
+  CHECK(status_line(task) == "[status: killed by SIGTERM]");
+}
+
+TEST_CASE("contract 20: bash_output shows the delta, or (no new output), then the status", "[render][contract-20]") {
+  task_read read;
+  read.task = task_snapshot{task_id("bash-1"), "make", task_status::running, {}, {}, {}};
+  read.delta = "compiling\n";
+  CHECK(render_task_read(read, false) == "compiling\n[status: running]");
+  read.delta = "out\n[stderr]\nwarn";
+  CHECK(render_task_read(read, false) == "out\n[stderr]\nwarn\n[status: running]");
+  read.delta.clear();
+  CHECK(render_task_read(read, false) == "(no new output)\n[status: running]");
+}
+
+TEST_CASE("contract 20: a lossy read names the spill files before the status", "[render][contract-20]") {
+  task_read read;
+  read.task = task_snapshot{task_id("bash-2"), "yes", task_status::running, {}, {}, {}};
+  read.delta = "y\n";
+  read.lossy = true;
+  read.stdout_spill_path = "/spill/o";
+  CHECK(render_task_read(read, false) ==
+        "y\n[some output was dropped from memory; full output: /spill/o (stdout)]\n[status: running]");
+  read.stderr_spill_path = "/spill/e";
+  CHECK(render_task_read(read, false) ==
+        "y\n[some output was dropped from memory; full output: /spill/o (stdout), /spill/e (stderr)]\n"
+        "[status: running]");
+  read.stdout_spill_path.reset();
+  read.stderr_spill_path.reset();
+  CHECK(render_task_read(read, false) ==
+        "y\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]");
+}
+
+TEST_CASE("contract 20: a settled task's denial or runner failure follows its status", "[render][contract-20]") {
+  task_read read;
+  read.task = task_snapshot{task_id("bash-3"), "touch x", task_status::completed, 1, {}, {}};
+  read.task.sandbox = denied_under(sandbox_mode::read_only);
+  CHECK(render_task_read(read, false) ==
+        "(no new output)\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]");
+  CHECK(render_task_read(read, true).ends_with("and a justification; do not work around the sandbox]"));
+
+  read.task.sandbox = sandbox_info{sandbox_mode::workspace_write, false, std::nullopt, true};
+  CHECK(render_task_read(read, true) ==
+        "(no new output)\n[status: completed, exit code: 1]\n"
+        "[sandbox: the sandbox failed to start under workspace-write mode; the command did not run]");
+
+  // A running task's facts are not final yet.
+  read.task.status = task_status::running;
+  read.task.sandbox = denied_under(sandbox_mode::read_only);
+  CHECK(render_task_read(read, true) == "(no new output)\n[status: running]");
+}
+
+TEST_CASE("a background notice names the task, the command and how it ended", "[render][notice]") {
+  task_snapshot task{task_id("bash-4"), "npm test\nsecond line", task_status::killed, {}, SIGKILL, {}};
+  CHECK(render_task_notice(task, false) ==
+        "background task bash-4 finished; read its output with bash_output\n"
+        "command: npm test \xE2\x80\xA6\n"
+        "[status: killed by SIGKILL]");
+  task = task_snapshot{task_id("bash-5"), "touch /x", task_status::completed, 1, {}, denied_under(sandbox_mode::read_only)};
+  CHECK(render_task_notice(task, false) ==
+        "background task bash-5 finished; read its output with bash_output\n"
+        "command: touch /x\n"
+        "[status: completed, exit code: 1]\n"
+        "[sandbox: file access denied under read-only mode]");
+}
+
+TEST_CASE("invalid UTF-8 in output renders as valid UTF-8", "[render][utf8]") {
+  CHECK(to_valid_utf8("plain ascii") == "plain ascii");
+  CHECK(to_valid_utf8("caf\xC3\xA9") == "caf\xC3\xA9");
+  CHECK(to_valid_utf8("a\xFF" "b") == "a\xEF\xBF\xBD" "b");
+  // A truncated three-byte sequence is one maximal subpart: one U+FFFD.
+  CHECK(to_valid_utf8("x\xE2\x82") == "x\xEF\xBF\xBD");
+  // Overlong encodings and surrogates are invalid.
+  CHECK(is_valid_utf8(to_valid_utf8("\xC0\xAF")));
+  CHECK(to_valid_utf8("\xED\xA0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(to_valid_utf8("\xF0\x9F\x98\x80") == "\xF0\x9F\x98\x80");
+
+  run_result result = exited(0, "bad \xFE\xFF bytes\n", "err \xC3\n");
+  const std::string text = render_run_result(result, false);
+  CHECK(is_valid_utf8(text));
+  CHECK(text == "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes\n[stderr]\nerr \xEF\xBF\xBD\n");
+}
+
+TEST_CASE("a tail that starts inside a multi-byte character is trimmed to the next boundary", "[render][utf8]") {
+  // "é€" cut one byte into the é, and two bytes into the €.
+  CHECK(to_valid_utf8("\xA9\xE2\x82\xAC!", true) == "\xE2\x82\xAC!");
+  CHECK(to_valid_utf8("\x82\xAC!", true) == "!");
+  // Without the mid-stream hint the stray bytes are replaced, not dropped.
+  CHECK(to_valid_utf8("\x82\xAC!", false) == "\xEF\xBF\xBD\xEF\xBF\xBD!");
+
+  run_result result = exited(0);
+  result.out = stream("\x98\x80 tail", true, "/spill/o");
+  CHECK(render_run_result(result, false) == " tail\n[output truncated; full output: /spill/o]");
+  // An untruncated stream starts at the real start: its stray bytes are replaced.
+  result.out = stream("\x98\x80 head");
+  CHECK(render_run_result(result, false) == "\xEF\xBF\xBD\xEF\xBF\xBD head");
+}
+
+TEST_CASE("every rendered text is valid UTF-8 whatever the bytes", "[render][utf8]") {
+  std::uint32_t state = 12345;
+  const auto next = [&] {
+    state = state * 1103515245u + 12345u;
+    return static_cast<char>((state >> 16) & 0xFF);
+  };
+  for (int round = 0; round < 500; ++round) {
+    std::string out, err, delta;
+    for (int i = 0; i < round % 37; ++i) out.push_back(next());
+    for (int i = 0; i < round % 11; ++i) err.push_back(next());
+    for (int i = 0; i < round % 23; ++i) delta.push_back(next());
+    run_result result = exited(round % 3, out, err);
+    result.out.truncated = round % 2 == 0;
+    CHECK(is_valid_utf8(render_run_result(result, true)));
+    task_read read;
+    read.task = task_snapshot{task_id("bash-1"), out, task_status::completed, 0, {}, {}};
+    read.delta = delta;
+    CHECK(is_valid_utf8(render_task_read(read, true)));
+    CHECK(is_valid_utf8(render_task_notice(read.task, true)));
+  }
+}

@@ -1,0 +1,322 @@
+// The model-facing tools over the real executors: real processes, the real
+// sandbox, real spill files (DESIGN.md contract 18-21). Compiles to nothing
+// until the executors exist.
+#if __has_include(<bashexec/bashexec.hpp>)
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/bashexec.hpp>
+#include <bashexec/tools/bash_tools.hpp>
+
+using namespace bashexec;
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh directory, removed at scope exit. Created under the current
+/// directory rather than /tmp: `workspace-write` gives a sandboxed command a
+/// private /tmp, and a write there would not land where the test looks.
+struct scratch_dir {
+  fs::path path;
+  explicit scratch_dir(fs::path parent = fs::current_path()) {
+    std::string pattern = (parent / "bashexec-live-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// A spawn policy that records what every child was really given, then
+/// spawns it with posix_spawn.
+struct recording_spawn {
+  static constexpr bool supports_pre_exec = false;
+  static constexpr std::string_view name = "recording";
+
+  struct record {
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    bool stdin_is_pipe = false;
+  };
+  static inline std::mutex mutex;
+  static inline std::vector<record> records;
+
+  static spawned_process spawn(const launch_plan& plan) {
+    struct stat st {};
+    const bool pipe = plan.stdin_fd >= 0 && ::fstat(plan.stdin_fd, &st) == 0 && S_ISFIFO(st.st_mode);
+    {
+      std::lock_guard lock(mutex);
+      records.push_back({plan.argv, plan.env, pipe});
+    }
+    return posix_spawner::spawn(plan);
+  }
+};
+
+using recording_executor = basic_executor<policies<spawn_with<recording_spawn>>>;
+
+json bash_args(std::string command) { return {{"command", std::move(command)}, {"description", "live test"}}; }
+
+call_context session(std::string id, const fs::path& cwd) {
+  call_context context;
+  context.session = owner_token(std::move(id));
+  context.cwd = cwd;
+  return context;
+}
+
+/// Collects background notices from the executor's thread.
+struct notice_box {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<owner_token, std::string>> notices;
+
+  notice_callback callback() {
+    return [this](const owner_token& owner, const std::string& notice) {
+      std::lock_guard lock(mutex);
+      notices.emplace_back(owner, notice);
+      changed.notify_all();
+    };
+  }
+  bool wait_for(std::size_t count) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, 10s, [&] { return notices.size() >= count; });
+  }
+};
+
+/// True when this machine can confine at all; otherwise the sandbox tests
+/// have nothing to prove here.
+bool sandbox_usable(sandbox_executor& executor) {
+  try {
+    exec_request probe;
+    probe.command = "true";
+    executor.run(executor.resolve(probe));
+    return true;
+  } catch (const sandbox_unavailable& e) {
+    WARN("no usable sandbox on this machine: " << e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("live, contract 20: stderr, a timeout and truncation all show in order, the signal last",
+          "[tools][live][contract-20]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path;
+  config.output_cap = 8;
+  config.kill_grace = 500ms;
+  local_executor executor(config);
+  bash_tools tools(executor);
+  auto args = bash_args("printf 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\n'; echo warn >&2; sleep 30");
+  args["timeoutMs"] = 300;
+  const auto result = tools.call("bash", args, session("s1", work.path));
+  INFO(result.text);
+  CHECK_FALSE(result.is_error);
+  CHECK_THAT(result.text, Catch::StartsWith("aaaaaaa\n\n[output truncated; full output: /"));
+  CHECK_THAT(result.text, Catch::EndsWith("]\n[stderr]\nwarn\n[timed out after 300ms]\n[killed by signal: SIGTERM]"));
+  // The named spill file holds the whole stream.
+  const auto start = result.text.find("full output: ") + 13;
+  const fs::path spill = result.text.substr(start, result.text.find(']', start) - start);
+  std::ifstream in(spill);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(all == "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n");
+}
+
+TEST_CASE("live, contract 20: a non-zero exit ends with the exit marker and is not an error", "[tools][live]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path;
+  local_executor executor(config);
+  bash_tools tools(executor);
+  CHECK(tools.call("bash", bash_args("echo out; echo err >&2; exit 3"), session("s1", work.path)) ==
+        tool_result{"out\n[stderr]\nerr\n[exit code: 3]", false});
+  CHECK(tools.call("bash", bash_args("true"), session("s1", work.path)) == tool_result{"(no output)", false});
+}
+
+TEST_CASE("live: no shell state persists, workdir is resolved against the session cwd", "[tools][live]") {
+  scratch_dir work;
+  fs::create_directory(work.path / "sub");
+  executor_config config;
+  config.cwd = "/";
+  local_executor executor(config);
+  bash_tools tools(executor);
+  const auto context = session("s1", work.path);
+  CHECK(tools.call("bash", bash_args("pwd"), context).text == work.path.string() + "\n");
+  auto args = bash_args("cd sub && export X=1 && pwd");
+  CHECK(tools.call("bash", args, context).text == (work.path / "sub").string() + "\n");
+  args = bash_args("pwd; echo \"${X-unset}\"");
+  args["workdir"] = "sub";
+  CHECK(tools.call("bash", args, context).text == (work.path / "sub").string() + "\nunset\n");
+}
+
+TEST_CASE("live, contract 21: model-supplied stdin and env never reach the child", "[tools][live][contract-21]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path;
+  recording_executor executor(config);
+  bash_tools tools(executor);
+  {
+    std::lock_guard lock(recording_spawn::mutex);
+    recording_spawn::records.clear();
+  }
+  auto args = bash_args("cat; echo \"[${MODEL_VAR-unset}]\"");
+  args["stdin"] = "typed by the model\n";
+  args["env"] = {{"MODEL_VAR", "set by the model"}};
+  CHECK(tools.call("bash", args, session("s1", work.path)) == tool_result{"[unset]\n", false});
+
+  std::lock_guard lock(recording_spawn::mutex);
+  REQUIRE(recording_spawn::records.size() == 1);
+  const auto& child = recording_spawn::records[0];
+  CHECK_FALSE(child.stdin_is_pipe);
+  for (const auto& entry : child.env) CHECK_THAT(entry, !Catch::StartsWith("MODEL_VAR="));
+}
+
+TEST_CASE("live: invalid UTF-8 printed by a command renders as valid UTF-8", "[tools][live][utf8]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path;
+  local_executor executor(config);
+  bash_tools tools(executor);
+  const auto result = tools.call("bash", bash_args("printf 'a\\377b\\342\\202'"), session("s1", work.path));
+  CHECK(result.text == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK_NOTHROW(json(result.text).dump());
+}
+
+TEST_CASE("live, contract 19-20: background tasks, the owner fence and the completion notice",
+          "[tools][live][contract-19]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path;
+  config.kill_grace = 500ms;
+  local_executor executor(config);
+  notice_box box;
+  bash_tools tools(executor, box.callback());
+  const auto alice = session("alice", work.path);
+  const auto bob = session("bob", work.path);
+
+  auto args = bash_args("echo hi; echo oops >&2; exit 3");
+  args["run_in_background"] = true;
+  const auto started = tools.call("bash", args, alice);
+  REQUIRE(started == tool_result{"started background task bash-1", false});
+  REQUIRE(box.wait_for(1));
+  {
+    std::lock_guard lock(box.mutex);
+    CHECK(box.notices[0].first == owner_token("alice"));
+    CHECK(box.notices[0].second ==
+          "background task bash-1 finished; read its output with bash_output\n"
+          "command: echo hi; echo oops >&2; exit 3\n"
+          "[status: completed, exit code: 3]");
+  }
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, bob) ==
+        tool_result{"task bash-1 belongs to another session", true});
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, alice) ==
+        tool_result{"hi\n[stderr]\noops\n[status: completed, exit code: 3]", false});
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, alice) ==
+        tool_result{"(no new output)\n[status: completed, exit code: 3]", false});
+
+  args = bash_args("sleep 100");
+  args["run_in_background"] = true;
+  REQUIRE(tools.call("bash", args, bob).text == "started background task bash-2");
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-2"}}, alice) ==
+        tool_result{"task bash-2 belongs to another session", true});
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-2"}}, bob) == tool_result{"killed task bash-2", false});
+  executor.wait(task_id("bash-2"));
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-2"}}, bob) ==
+        tool_result{"task bash-2 had already finished; nothing was killed\n[status: killed by SIGTERM]", false});
+  REQUIRE(box.wait_for(2));
+  std::lock_guard lock(box.mutex);
+  CHECK(box.notices[1].first == owner_token("bob"));
+  CHECK_THAT(box.notices[1].second, Catch::EndsWith("[status: killed by SIGTERM]"));
+}
+
+TEST_CASE("live, contract 18: an approved escalation's write lands; the next call is back under the session's mode",
+          "[tools][live][contract-18][sandbox]") {
+  scratch_dir root;
+  const fs::path workspace = root.path / "workspace";
+  const fs::path outside = root.path / "outside";
+  fs::create_directories(workspace);
+  fs::create_directories(outside);
+  executor_config config;
+  config.cwd = workspace;
+  config.sandbox.workspace_root = workspace;
+  sandbox_executor executor(config);
+  if (!sandbox_usable(executor)) return;
+  bash_tools tools(executor);
+
+  session_log log;
+  set_sandbox_mode(log, sandbox_mode::workspace_write);
+  std::vector<approval_request> asked;
+  auto context = session("s1", workspace);
+  context.log = &log;
+  context.approve = [&](const approval_request& request) {
+    asked.push_back(request);
+    return approval_outcome::allowed_once;
+  };
+
+  // The session's mode lets the workspace be written, not the outside.
+  CHECK(tools.call("bash", bash_args("touch inside"), context) == tool_result{"(no output)", false});
+  CHECK(fs::exists(workspace / "inside"));
+  const std::string touch_outside = fmt::format("touch {}/first", outside.string());
+  auto denied = tools.call("bash", bash_args(touch_outside), context);
+  INFO(denied.text);
+  CHECK_FALSE(denied.is_error);
+  CHECK_THAT(denied.text, Catch::Contains("[sandbox: file access denied under workspace-write mode]\n"
+                                          "[to run this with wider file access, repeat the same command with "
+                                          "sandbox_permissions (\"danger-full-access\") and a justification"));
+  CHECK_THAT(denied.text, Catch::EndsWith("\n[exit code: 1]"));
+  CHECK_FALSE(fs::exists(outside / "first"));
+
+  // The sanctioned retry: the same command, escalated and approved once.
+  auto args = bash_args(touch_outside);
+  args["sandbox_permissions"] = "danger-full-access";
+  args["justification"] = "the user asked for a file outside the workspace";
+  CHECK(tools.call("bash", args, context) == tool_result{"(no output)", false});
+  CHECK(fs::exists(outside / "first"));
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].current_mode == sandbox_mode::workspace_write);
+  CHECK(asked[0].requested_mode == sandbox_mode::danger_full_access);
+
+  // The grant was for that call only.
+  const auto after = tools.call("bash", bash_args(fmt::format("touch {}/second", outside.string())), context);
+  CHECK_THAT(after.text, Catch::Contains("[sandbox: file access denied under workspace-write mode]"));
+  CHECK_FALSE(fs::exists(outside / "second"));
+  CHECK(asked.size() == 1);
+}
+
+TEST_CASE("live, contract 18: without the override the executor default (read-only) denies the workspace write",
+          "[tools][live][contract-18][sandbox]") {
+  scratch_dir root;
+  executor_config config;
+  config.cwd = root.path;
+  sandbox_executor executor(config);
+  if (!sandbox_usable(executor)) return;
+  bash_tools tools(executor);
+  auto context = session("s1", root.path);
+  const auto result = tools.call("bash", bash_args("touch x"), context);
+  CHECK_THAT(result.text, Catch::Contains("[sandbox: file access denied under read-only mode]"));
+  CHECK_FALSE(fs::exists(root.path / "x"));
+
+  session_log log;
+  set_sandbox_mode(log, sandbox_mode::workspace_write);
+  context.log = &log;
+  CHECK(tools.call("bash", bash_args("touch x"), context) == tool_result{"(no output)", false});
+  CHECK(fs::exists(root.path / "x"));
+}
+
+#endif  // __has_include(<bashexec/bashexec.hpp>)
