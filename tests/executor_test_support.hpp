@@ -1,0 +1,142 @@
+// Helpers shared by the executor tests: a fast configuration, process probes
+// that read /proc directly (independent of the code under test) and small
+// polling utilities. Zombies never count as alive: PID 1 of some containers
+// does not reap orphans.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dirent.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <bashexec/config.hpp>
+
+namespace test_support {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+/// Small grace and drain so mechanism tests stay fast.
+inline bashexec::executor_config fast_config() {
+  bashexec::executor_config config;
+  config.kill_grace = 300ms;
+  config.drain_timeout = 300ms;
+  config.error_sink = [](std::string_view) {};
+  return config;
+}
+
+inline long long ms_since(steady::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
+}
+
+/// Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp.
+struct proc_stat {
+  char state = 0;
+  int ppid = 0;
+  int pgrp = 0;
+};
+
+inline std::optional<proc_stat> read_stat(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  if (!in) return std::nullopt;
+  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  proc_stat st;
+  if (std::sscanf(line.c_str() + close + 1, " %c %d %d", &st.state, &st.ppid, &st.pgrp) != 3) return std::nullopt;
+  return st;
+}
+
+/// True while `pid` exists and is not a zombie.
+inline bool pid_alive(long pid) {
+  auto st = read_stat(std::to_string(pid));
+  return st && st->state != 'Z' && st->state != 'X';
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+inline std::vector<long> live_group_members(long pgid) {
+  std::vector<long> members;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return members;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    auto st = read_stat(entry->d_name);
+    if (st && st->pgrp == pgid && st->state != 'Z' && st->state != 'X') members.push_back(std::atol(entry->d_name));
+  }
+  ::closedir(dir);
+  return members;
+}
+
+/// Children of this process (any thread), zombies included: after every
+/// run has returned there must be none.
+inline std::vector<long> children_of_self() {
+  std::vector<long> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    long pid = 0;
+    while (in >> pid) out.push_back(pid);
+  }
+  return out;
+}
+
+/// Polls `done` every 10 ms until it holds or `limit` passes.
+template <class Pred>
+bool eventually(Pred done, std::chrono::milliseconds limit = 10s) {
+  const auto until = steady::now() + limit;
+  while (!done()) {
+    if (steady::now() >= until) return done();
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+inline std::string random_bytes(std::size_t size, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::string s(size, '\0');
+  for (auto& c : s) c = static_cast<char>(gen() & 0xff);
+  return s;
+}
+
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// A private temporary directory removed at scope exit.
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "bashexec-test-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// First line of `text` parsed as a pid (commands print `$$` or `$!` first).
+inline long first_pid(const std::string& text) {
+  return std::atol(text.substr(0, text.find('\n')).c_str());
+}
+
+}  // namespace test_support
