@@ -1,0 +1,126 @@
+// bench_spawn: per-call latency of run("true") for each spawn path and each
+// confinement. Every iteration runs, in rotating order, the raw floor
+// (posix_spawn of `bash -c true` + waitpid), the unconfined local_executor,
+// and the subject; `ratio` is subject / floor and `ratio_local` is
+// subject / local_executor (the Landlock and bwrap targets are stated
+// against the unconfined executor).
+#include <bashexec/basic_executor.hpp>
+#include <bashexec/local_executor.hpp>
+
+// Written by another engineer; the cases below appear once the headers exist.
+#if __has_include(<bashexec/spawn/fork_exec.hpp>)
+#include <bashexec/spawn/fork_exec.hpp>
+#define BASHEXEC_BENCH_HAS_FORK_EXEC 1
+#endif
+#if __has_include(<bashexec/confinement/landlock.hpp>) && defined(BASHEXEC_BENCH_HAS_FORK_EXEC)
+#include <bashexec/confinement/landlock.hpp>
+#define BASHEXEC_BENCH_HAS_LANDLOCK 1
+#endif
+#if __has_include(<bashexec/confinement/bwrap.hpp>)
+#include <bashexec/confinement/bwrap.hpp>
+#define BASHEXEC_BENCH_HAS_BWRAP 1
+#endif
+
+#include <fmt/format.h>
+
+#include "bench_common.hpp"
+
+namespace bench {
+namespace {
+
+double raw_true() {
+  const auto start = clock::now();
+  int status = raw_wait(raw_spawn("true", -1));
+  const double elapsed = seconds_since(start);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("raw bash -c true failed");
+  return elapsed;
+}
+
+template <class Executor>
+double run_true(Executor& executor, const bashexec::exec_spec& spec) {
+  const auto start = clock::now();
+  auto result = executor.run(spec);
+  const double elapsed = seconds_since(start);
+  if (result.exit_code != 0)
+    throw std::runtime_error(fmt::format("run(\"true\") failed: exit {} stderr {}", result.exit_code.value_or(-1),
+                                         result.err.text));
+  return elapsed;
+}
+
+template <class Executor>
+bashexec::exec_spec true_spec(Executor& executor, std::optional<bashexec::sandbox_mode> mode) {
+  bashexec::exec_request request;
+  request.command = "true";
+  request.mode = mode;
+  return executor.resolve(std::move(request));
+}
+
+template <class Policies>
+void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> mode) {
+  double floor_s = 0, local_s = 0, subject_s = 0;
+  std::uint64_t n = 0;
+  try {
+    bashexec::local_executor local;
+    bashexec::basic_executor<Policies> subject;
+    const auto local_spec = true_spec(local, std::nullopt);
+    const auto subject_spec = true_spec(subject, mode);
+    run_true(subject, subject_spec);  // warm-up: page cache, a chain's probe, first-use allocations
+    run_true(local, local_spec);
+    raw_true();
+    static unsigned rotation = 0;
+    for (auto _ : state) {
+      double f = 0, l = 0, t = 0;
+      switch (rotation++ % 3) {
+        case 0: f = raw_true(); l = run_true(local, local_spec); t = run_true(subject, subject_spec); break;
+        case 1: l = run_true(local, local_spec); t = run_true(subject, subject_spec); f = raw_true(); break;
+        default: t = run_true(subject, subject_spec); f = raw_true(); l = run_true(local, local_spec); break;
+      }
+      floor_s += f;
+      local_s += l;
+      subject_s += t;
+      ++n;
+      state.SetIterationTime(t);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double calls = static_cast<double>(n);
+  state.counters["us"] = subject_s / calls * 1e6;
+  state.counters["floor_us"] = floor_s / calls * 1e6;
+  state.counters["local_us"] = local_s / calls * 1e6;
+  state.counters["ratio"] = subject_s / floor_s;
+  state.counters["ratio_local"] = subject_s / local_s;
+  // A fork-based spawn copies the host's page tables: its cost grows with this.
+  state.counters["host_rss_MiB"] = static_cast<double>(rss_bytes()) / (1 << 20);
+}
+
+void add(const char* name, void (*fn)(benchmark::State&, std::optional<bashexec::sandbox_mode>),
+         std::optional<bashexec::sandbox_mode> mode, int iterations) {
+  benchmark::RegisterBenchmark(name, fn, mode)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(iterations);
+}
+
+}  // namespace
+
+void register_spawn() {
+  using namespace bashexec;
+  add("spawn/true/posix_spawn", spawn_case<policies<>>, std::nullopt, 150);
+#ifdef BASHEXEC_BENCH_HAS_FORK_EXEC
+  add("spawn/true/fork_exec", spawn_case<policies<spawn_with<fork_exec>>>, std::nullopt, 150);
+#endif
+#ifdef BASHEXEC_BENCH_HAS_LANDLOCK
+  using landlock_policies = policies<spawn_with<fork_exec>, confine_with<landlock>>;
+  add("spawn/true/landlock:read-only", spawn_case<landlock_policies>, sandbox_mode::read_only, 150);
+  add("spawn/true/landlock:workspace-write", spawn_case<landlock_policies>, sandbox_mode::workspace_write, 150);
+#endif
+#ifdef BASHEXEC_BENCH_HAS_BWRAP
+  add("spawn/true/bwrap:read-only", spawn_case<policies<confine_with<bwrap>>>, sandbox_mode::read_only, 60);
+  add("spawn/true/bwrap:workspace-write", spawn_case<policies<confine_with<bwrap>>>, sandbox_mode::workspace_write,
+      60);
+#endif
+}
+
+}  // namespace bench

@@ -1,0 +1,15 @@
+# bench_target.cmake: defines the `bashexec_bench` executable (Google
+# Benchmark). Included from benchmarks/CMakeLists.txt and from
+# tests/bench_smoke.cmake, whichever comes first; needs benchmark::benchmark.
+if(NOT TARGET bashexec_bench)
+  add_executable(bashexec_bench
+    ${CMAKE_CURRENT_LIST_DIR}/bench_main.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_common.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_collect.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_spawn.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_memory.cpp)
+  target_link_libraries(bashexec_bench PRIVATE bashexec::bashexec benchmark::benchmark)
+  target_compile_options(bashexec_bench PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
+  # A fixed place, whichever directory defined it (scripts and the smoke test rely on it).
+  set_target_properties(bashexec_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/benchmarks)
+endif()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# run-benchmarks.sh: the one command for bashexec's benchmarks — builds the
+# suite in Release, runs it (about four minutes on two cores), writes the
+# full results as JSON and prints a summary table of ratios to the floors.
+#
+#   scripts/run-benchmarks.sh                      # everything, 3 repetitions
+#   scripts/run-benchmarks.sh --benchmark_filter=^spawn/   # extra flags go to the binary
+#
+# Environment: BASHEXEC_BENCH_BUILD (build dir, default build-bench),
+# BASHEXEC_BENCH_OUT (JSON file, default <build>/benchmarks.json),
+# BASHEXEC_BENCH_REPETITIONS (default 3), BASHEXEC_BENCH_SCALE (divide the
+# stream sizes, for quick looks; headline figures use 1), TMPDIR (where spill
+# and floor files go — the floor is measured on the same filesystem).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BASHEXEC_BENCH_BUILD:-$root/build-bench}
+out=${BASHEXEC_BENCH_OUT:-$build/benchmarks.json}
+repetitions=${BASHEXEC_BENCH_REPETITIONS:-3}
+
+# Dependencies: the project's installer when present, else just Google Benchmark.
+if [[ -x $root/scripts/install-deps.sh ]]; then
+  "$root/scripts/install-deps.sh"
+elif ! dpkg -s libbenchmark-dev >/dev/null 2>&1; then
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get install -y libbenchmark-dev
+fi
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBASHEXEC_BUILD_BENCHMARKS=ON \
+  -DBASHEXEC_BUILD_TESTS=OFF -DBASHEXEC_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" --target bashexec_bench -j "$(nproc)"
+
+mkdir -p "$(dirname "$out")"
+echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+# Floors and subjects are paired inside each iteration; repetitions are
+# interleaved across cases, and the summary reports medians of the ratios.
+exec "$build/benchmarks/bashexec_bench" \
+  --benchmark_repetitions="$repetitions" \
+  --benchmark_enable_random_interleaving=true \
+  --benchmark_out="$out" --benchmark_out_format=json \
+  --benchmark_counters_tabular=true \
+  "$@"

@@ -1,0 +1,14 @@
+# bench_smoke.cmake: builds the benchmark binary with the tests (when Google
+# Benchmark is installed) and runs one tiny case once, so the suite cannot
+# rot while benchmarks are off by default. Include from tests/CMakeLists.txt:
+#   include(${CMAKE_CURRENT_SOURCE_DIR}/bench_smoke.cmake)
+find_package(benchmark QUIET)
+if(benchmark_FOUND)
+  include(${PROJECT_SOURCE_DIR}/benchmarks/bench_target.cmake)
+  add_test(NAME benchmark_smoke
+    COMMAND bashexec_bench --benchmark_filter=^collect/tiny/
+            --benchmark_min_time=0.001 --benchmark_repetitions=1)
+  set_tests_properties(benchmark_smoke PROPERTIES TIMEOUT 60)  # exits non-zero when a case fails
+else()
+  message(STATUS "bashexec: Google Benchmark not found; benchmark smoke test skipped")
+endif()
