@@ -125,7 +125,17 @@ class reactor {
         std::lock_guard lock(mutex_);
         clients.insert(clients.end(), pending_.begin(), pending_.end());
         pending_.clear();
-        if (stopping_ && clients.empty()) return;
+      }
+      // Before blocking: a client can settle on events that arrived before it
+      // joined `clients`; with its fds closed nothing would wake us for it.
+      std::erase_if(clients, [](client* c) {
+        if (!c->settled()) return false;
+        c->on_settled();
+        return true;
+      });
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_ && clients.empty() && pending_.empty()) return;
       }
       int timeout_ms = -1;
       const auto now = clock::now();
@@ -153,11 +163,6 @@ class reactor {
         auto at = c->deadline();
         if (at && *at <= after) c->on_time(after);
       }
-      std::erase_if(clients, [](client* c) {
-        if (!c->settled()) return false;
-        c->on_settled();
-        return true;
-      });
     }
   }
 

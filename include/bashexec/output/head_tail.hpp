@@ -33,11 +33,12 @@ struct head_tail {
 
     output_slice since(std::uint64_t offset) const {
       if (offset < head_.size()) {
-        // Serve the head, then whatever the tail still holds after it.
+        // Serve the head, then the tail only when it continues the head
+        // without a gap: a slice is contiguous from `begin`, so a gap is left
+        // for the next read, which reports it as lossy.
         output_slice rest = tail_.since(head_.size());
         output_slice slice{head_.substr(static_cast<std::size_t>(offset)), offset, false};
-        slice.lossy = rest.lossy;
-        slice.bytes += rest.bytes;
+        if (!rest.lossy) slice.bytes += rest.bytes;
         return slice;
       }
       return tail_.since(offset);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <csignal>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -47,9 +48,9 @@ struct posix_spawner {
     if (!plan.workdir.empty()) ::posix_spawn_file_actions_addchdir_np(&actions, plan.workdir.c_str());
 
     sigset_t all, none;
-    ::sigfillset(&all);
-    ::sigdelset(&all, SIGKILL);
-    ::sigdelset(&all, SIGSTOP);
+    // Every bit, not sigfillset: glibc's sigfillset leaves out its internal
+    // signals (32, 33), and posix_spawn then hands them to the child ignored.
+    std::memset(&all, 0xff, sizeof all);
     ::sigemptyset(&none);
     ::posix_spawnattr_setsigdefault(&attr, &all);
     ::posix_spawnattr_setsigmask(&attr, &none);

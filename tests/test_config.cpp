@@ -1,0 +1,138 @@
+// Resolution and configuration (DESIGN.md contract 1): defaults, the timeout
+// cap, validation messages that name the field, a tiny output cap.
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/local_executor.hpp>
+
+#include "executor_test_support.hpp"
+
+using namespace bashexec;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Runs `f` and returns the std::invalid_argument message it threw ("" if none).
+template <class F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("contract 1: a request without options resolves to the documented defaults", "[config][contract-1]") {
+  local_executor executor;
+  const exec_spec spec = executor.resolve({.command = "true"});
+  CHECK(spec.command == "true");
+  CHECK(spec.timeout == 120000ms);
+  CHECK(spec.stdout_max_bytes == 64000u);
+  CHECK(spec.workdir == std::filesystem::current_path());
+  CHECK_FALSE(spec.owner.has_value());
+  CHECK_FALSE(spec.mode.has_value());
+  CHECK(executor.config().kill_grace == 3000ms);
+  CHECK(executor.config().max_timeout == 600000ms);
+  CHECK_FALSE(executor.default_mode().has_value());
+}
+
+TEST_CASE("contract 1: a requested timeout above the cap is clamped to 600000 ms", "[config][contract-1]") {
+  local_executor executor;
+  CHECK(executor.resolve({.command = "true", .timeout = 10'000'000ms}).timeout == 600000ms);
+  CHECK(executor.resolve({.command = "true", .timeout = 600001ms}).timeout == 600000ms);
+  CHECK(executor.resolve({.command = "true", .timeout = 599999ms}).timeout == 599999ms);
+  CHECK(executor.resolve({.command = "true", .timeout = 1ms}).timeout == 1ms);
+}
+
+TEST_CASE("contract 1: the workdir defaults to the configured cwd, else the process cwd", "[config][contract-1]") {
+  test_support::temp_dir dir;
+  executor_config config;
+  config.cwd = dir.path();
+  local_executor executor(config);
+  CHECK(executor.resolve({.command = "true"}).workdir == dir.path());
+  SECTION("a relative workdir is taken under the configured cwd") {
+    CHECK(executor.resolve({.command = "true", .workdir = "sub"}).workdir == dir.path() / "sub");
+  }
+  SECTION("an absolute workdir replaces it") {
+    CHECK(executor.resolve({.command = "true", .workdir = "/usr"}).workdir == "/usr");
+  }
+  SECTION("and run really starts there") {
+    auto result = executor.run(executor.resolve({.command = "pwd -P"}));
+    CHECK(result.out.text == std::filesystem::canonical(dir.path()).string() + "\n");
+  }
+}
+
+TEST_CASE("contract 1: owner and mode are carried verbatim and never stamped by an unconfined executor",
+          "[config][contract-1][contract-11]") {
+  local_executor executor;
+  const owner_token owner(std::string("session \t 7\n\xff"));
+  auto spec = executor.resolve({.command = "true", .owner = owner, .mode = sandbox_mode::workspace_write});
+  CHECK(spec.owner == owner);
+  CHECK(spec.mode == sandbox_mode::workspace_write);
+}
+
+TEST_CASE("contract 1: a non-positive timeout or a zero cap is rejected naming the field", "[config][contract-1]") {
+  local_executor executor;
+  CHECK(invalid_argument_message([&] { (void)executor.resolve({.command = "true", .timeout = 0ms}); })
+            .find("timeout") != std::string::npos);
+  CHECK(invalid_argument_message([&] { (void)executor.resolve({.command = "true", .timeout = -5ms}); })
+            .find("timeout") != std::string::npos);
+  CHECK(invalid_argument_message([&] { (void)executor.resolve({.command = "true", .stdout_max_bytes = 0}); })
+            .find("stdout_max_bytes") != std::string::npos);
+  CHECK_THROWS_AS(executor.resolve({.command = ""}), std::invalid_argument);
+}
+
+TEST_CASE("contract 1: each non-positive executor_config field is rejected by name", "[config][contract-1]") {
+  auto message_for = [](auto mutate) {
+    executor_config config;
+    mutate(config);
+    return invalid_argument_message([&] { local_executor executor(config); });
+  };
+  CHECK_THAT(message_for([](executor_config& c) { c.default_timeout = 0ms; }), Catch::Contains("default_timeout"));
+  CHECK_THAT(message_for([](executor_config& c) { c.max_timeout = -1ms; }), Catch::Contains("max_timeout"));
+  CHECK_THAT(message_for([](executor_config& c) { c.kill_grace = 0ms; }), Catch::Contains("kill_grace"));
+  CHECK_THAT(message_for([](executor_config& c) { c.drain_timeout = 0ms; }), Catch::Contains("drain_timeout"));
+  CHECK_THAT(message_for([](executor_config& c) { c.output_cap = 0; }), Catch::Contains("output_cap"));
+  CHECK_THAT(message_for([](executor_config& c) { c.sandbox.probe_timeout = 0ms; }),
+             Catch::Contains("probe_timeout"));
+  CHECK_THAT(message_for([](executor_config& c) { c.spill_budget_bytes = 0; }),
+             Catch::Contains("spill_budget_bytes"));
+  CHECK_THAT(message_for([](executor_config& c) { c.shell.clear(); }), Catch::Contains("shell"));
+  CHECK(message_for([](executor_config&) {}).empty());
+}
+
+TEST_CASE("contract 1: configured defaults replace the built-in ones", "[config][contract-1]") {
+  executor_config config;
+  config.default_timeout = 1500ms;
+  config.max_timeout = 2000ms;
+  config.output_cap = 10;
+  local_executor executor(config);
+  auto spec = executor.resolve({.command = "true"});
+  CHECK(spec.timeout == 1500ms);
+  CHECK(spec.stdout_max_bytes == 10u);
+  CHECK(executor.resolve({.command = "true", .timeout = 5000ms}).timeout == 2000ms);
+}
+
+TEST_CASE("contract 1: an output cap of a few bytes is legitimate and keeps the tail",
+          "[config][contract-1][contract-5]") {
+  local_executor executor(test_support::fast_config());
+  auto result = executor.run(executor.resolve({.command = "printf 'abcdefghij'; printf '0123456789' >&2",
+                                               .stdout_max_bytes = 3}));
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.text == "hij");
+  CHECK(result.out.truncated);
+  CHECK(result.err.text == "789");
+  REQUIRE(result.out.spill_path.has_value());
+  CHECK(test_support::slurp(*result.out.spill_path) == "abcdefghij");
+  SECTION("a one-byte cap too") {
+    auto one = executor.run(executor.resolve({.command = "printf xyz", .stdout_max_bytes = 1}));
+    CHECK(one.out.text == "z");
+  }
+}
