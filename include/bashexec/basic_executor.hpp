@@ -142,7 +142,8 @@ class basic_executor {
     listeners_->silence();
     {
       std::lock_guard lock(registry_mutex_);
-      for (auto& task : tasks_) task->stop(detail::stop_cause::disposal);
+      for (auto& task : tasks_)
+        if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
     }
     reactor_.wake();
     reactor_.shutdown();
@@ -403,7 +404,8 @@ class basic_executor {
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
                                        collector(spec.stdout_max_bytes, spills_),
-                                       collector(spec.stdout_max_bytes, spills_), timing(), started + spec.timeout);
+                                       collector(spec.stdout_max_bytes, spills_), foreground_timing(),
+                                       started + spec.timeout);
     drive_until_settled(child, spec.stop);
 
     run_result result;
@@ -449,8 +451,10 @@ class basic_executor {
                         [[maybe_unused]] auto n = ::write(fd, &one, sizeof one);
                       }));
     }
-    std::vector<char> scratch(1 << 16);
+    constexpr std::size_t scratch_size = 1 << 16;
+    auto scratch = std::make_unique_for_overwrite<char[]>(scratch_size);  // no zero-fill per run
     using source = detail::child_source;
+    bool stop_seen = false;  // the eventfd stays readable once signalled: watch it until then only
     while (!child.settled()) {
       pollfd fds[5];
       source sources[5];
@@ -465,7 +469,7 @@ class basic_executor {
       watch(child.fd(source::in), POLLOUT, source::in);
       watch(child.fd(source::exit), POLLIN, source::exit);
       const nfds_t stop_index = count;
-      if (stop_fd) fds[count++] = {stop_fd.get(), POLLIN, 0};
+      if (stop_fd && !stop_seen) fds[count++] = {stop_fd.get(), POLLIN, 0};
 
       int timeout_ms = -1;
       if (auto at = child.next_deadline()) {
@@ -475,7 +479,10 @@ class basic_executor {
       int ready = ::poll(fds, count, timeout_ms);
       if (ready < 0 && errno != EINTR) detail::throw_syscall("poll");
       const auto now = detail::clock::now();
-      if (stop_fd && ready > 0 && fds[stop_index].revents) child.request_stop(detail::stop_cause::aborted, now);
+      if (stop_fd && !stop_seen && ready > 0 && fds[stop_index].revents) {
+        stop_seen = true;
+        child.request_stop(detail::stop_cause::aborted, now);
+      }
       for (nfds_t i = 0; ready > 0 && i < stop_index; ++i) {
         if (!fds[i].revents || child.fd(sources[i]) < 0) continue;
         if (sources[i] == source::in)
@@ -483,13 +490,16 @@ class basic_executor {
         else if (sources[i] == source::exit)
           child.on_exit_signalled(now);
         else
-          child.on_readable(sources[i], scratch.data(), scratch.size(), now);
+          child.on_readable(sources[i], scratch.get(), scratch_size, now);
       }
       child.on_time(now);
     }
   }
 
-  detail::stop_timing timing() const { return {config_.kill_grace, config_.drain_timeout}; }
+  detail::stop_timing foreground_timing() const { return {config_.kill_grace, config_.drain_timeout, true}; }
+  /// A background task lives as long as its output is held open: no drain
+  /// limit, and detached members are left to `kill` and disposal.
+  detail::stop_timing background_timing() const { return {config_.kill_grace, std::nullopt, false}; }
 
   /// One background task: its child, its facts and its read offsets.
   class task_record final : public detail::reactor::client {
@@ -512,7 +522,7 @@ class basic_executor {
       snapshot_.sandbox = launch.info;
       confined_ = std::move(launch.confined);
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
-                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.timing(),
+                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
                      std::nullopt);
       spec_stdin_.reset();
     }
@@ -538,6 +548,14 @@ class basic_executor {
       std::lock_guard lock(mutex_);
       if (!child_ || child_->settled()) return false;
       return child_->request_stop(cause, detail::clock::now());
+    }
+
+    /// Disposal of a settled task: members that detached from its output
+    /// (`daemon >/dev/null &`) and outlived the shell die with the executor.
+    void kill_leftovers() {
+      std::lock_guard lock(mutex_);
+      if (child_ && leftovers_ && detail::group_has_live_members(child_->pid()))
+        detail::signal_group(child_->pid(), SIGKILL);
     }
 
     std::optional<task_snapshot> wait(std::optional<std::chrono::milliseconds> timeout) {
@@ -623,6 +641,7 @@ class basic_executor {
         return;
       }
       const auto& exit = child_->exit();
+      leftovers_ = detail::group_has_live_members(child_->pid());
       snapshot_.exit_code = exit.exit_code;
       snapshot_.signal = exit.signal;
       snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
@@ -652,6 +671,7 @@ class basic_executor {
     std::string spawn_error_;
     bool spawn_error_read_ = false;
     bool settled_ = false;
+    bool leftovers_ = false;  // live group members when the task settled
   };
 
   task_record& find(const task_id& id) const {

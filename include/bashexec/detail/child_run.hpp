@@ -7,7 +7,8 @@
 // SIGTERM, SIGKILL after the grace period, and SIGKILL again until no live
 // member of the group is left (contract 4). After the shell exits it waits
 // for end of file on the pipes at most `drain` before stopping the group
-// (a backgrounded grandchild must not hang a foreground run).
+// (a backgrounded grandchild must not hang a foreground run), and stops any
+// member still alive then, so a foreground run leaves nothing behind.
 #pragma once
 
 #include <algorithm>
@@ -34,7 +35,13 @@ enum class stop_cause { none, timed_out, aborted, killed, leftovers, disposal };
 
 struct stop_timing {
   std::chrono::milliseconds grace{3000};
-  std::chrono::milliseconds drain{2000};
+  /// After the shell exits: how long descendants may hold the pipes before
+  /// the group is stopped. Empty: as long as they like (background tasks,
+  /// where `server &` is the point).
+  std::optional<std::chrono::milliseconds> drain{2000};
+  /// Stop what is left of the group once the shell exited and the pipes
+  /// closed (a foreground run leaves no process behind).
+  bool stop_leftovers = true;
 };
 
 /// The parent's ends of a child's pipes (non-blocking, close-on-exec).
@@ -152,7 +159,7 @@ class child_run {
     auto consider = [&next](clock::time_point t) { next = next ? std::min(*next, t) : t; };
     if (cause_ == stop_cause::none) {
       if (timeout_at_) consider(*timeout_at_);
-      if (exited_) consider(exited_at_ + timing_.drain);
+      if (exited_ && timing_.drain) consider(exited_at_ + *timing_.drain);
     } else {
       consider(kill_at_);
       if (exited_) consider(group_check_at_);
@@ -174,8 +181,14 @@ class child_run {
   void update(clock::time_point now) {
     if (settled_ || pidfd_) return;  // the shell has not been reaped yet
     if (cause_ == stop_cause::none) {
-      if (!pipes_.out && !pipes_.err) return finish();
-      if (now >= exited_at_ + timing_.drain) request_stop(stop_cause::leftovers, now);
+      if (!pipes_.out && !pipes_.err) {
+        if (timing_.stop_leftovers && group_has_live_members(pid_)) {
+          request_stop(stop_cause::leftovers, now);
+          return;
+        }
+        return finish();
+      }
+      if (timing_.drain && now >= exited_at_ + *timing_.drain) request_stop(stop_cause::leftovers, now);
       return;
     }
     // Stopping: settled once no live member of the group is left, whoever
