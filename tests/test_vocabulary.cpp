@@ -106,3 +106,10 @@ TEST_CASE("unknown_task names the id and sandbox_unavailable carries its code", 
   const infrastructure_error& base = s;
   CHECK(std::string(base.what()) == "no backend");
 }
+
+TEST_CASE("an unknown sandbox mode in configuration text throws invalid_argument naming the field",
+          "[vocabulary][contract-13]") {
+  CHECK(bashexec::sandbox_mode_from("workspace-write") == bashexec::sandbox_mode::workspace_write);
+  CHECK_THROWS_WITH(bashexec::sandbox_mode_from("read-mostly", "sandbox.default_mode"),
+                    Catch::Contains("sandbox.default_mode") && Catch::Contains("read-mostly"));
+}

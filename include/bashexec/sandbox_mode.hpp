@@ -4,6 +4,7 @@
 
 #include <array>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -36,6 +37,14 @@ constexpr std::optional<sandbox_mode> parse_sandbox_mode(std::string_view text) 
   for (auto mode : sandbox_modes)
     if (to_string(mode) == text) return mode;
   return std::nullopt;
+}
+
+/// Parses a mode from configuration text; an unknown spelling throws
+/// std::invalid_argument naming `field` and the accepted spellings.
+inline sandbox_mode sandbox_mode_from(std::string_view text, std::string_view field = "mode") {
+  if (auto mode = parse_sandbox_mode(text)) return *mode;
+  throw std::invalid_argument(fmt::format(
+      "{}: unknown sandbox mode \"{}\" (read-only, workspace-write or danger-full-access)", field, text));
 }
 
 /// How completely a confinement governs the file effects its mode promises
