@@ -34,6 +34,14 @@ struct sandbox_config {
   /// stderr signatures that mean "the runner failed" (required together).
   std::vector<std::string> runner_argv;
   std::vector<std::string> runner_failure_signatures;
+  /// Paths, relative to the workspace root, that stay read-only under
+  /// `workspace-write` (DESIGN.md "Beyond": `.git` cannot be rewritten by a
+  /// confined command). Each must be relative and free of `..`; one that does
+  /// not exist at spawn time is skipped; a symlink is protected at its target
+  /// when that lies inside the workspace. bwrap and `runner_command` bind each
+  /// existing one read-only; Landlock cannot (its rules only add access), so
+  /// it reports `enforcement::partial` instead — see confinement/landlock.hpp.
+  std::vector<std::filesystem::path> protected_paths{".git"};
 };
 
 struct executor_config {
@@ -86,6 +94,19 @@ inline void validate(const executor_config& config) {
   if (has_argv != has_signatures)
     throw std::invalid_argument(
         "sandbox.runner_argv and sandbox.runner_failure_signatures must be given together");
+  for (const auto& path : config.sandbox.protected_paths) {
+    if (path.empty() || path.is_absolute() || path.has_root_path())
+      throw std::invalid_argument(fmt::format(
+          "sandbox.protected_paths must hold paths relative to the workspace root, got \"{}\"", path.string()));
+    for (const auto& part : path)
+      if (part == "..")
+        throw std::invalid_argument(fmt::format(
+            "sandbox.protected_paths must stay inside the workspace root (no \"..\"), got \"{}\"", path.string()));
+    if (path.lexically_normal() == ".")
+      throw std::invalid_argument(fmt::format(
+          "sandbox.protected_paths entry \"{}\" names the whole workspace; use read-only mode instead",
+          path.string()));
+  }
 }
 
 }  // namespace bashexec

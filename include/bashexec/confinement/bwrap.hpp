@@ -3,8 +3,13 @@
 //
 // Profile: `--ro-bind / / --dev /dev --proc /proc --die-with-parent`;
 // workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
-// workspace under /tmp is bound over the fresh tmpfs, not hidden by it). No pid
-// or network unsharing: process-group kills must keep reaching the command.
+// workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
+// `--ro-bind P P` for each `sandbox.protected_paths` entry that exists under
+// ROOT, a symlink at its target (after the workspace bind, so it is mounted
+// over the writable tree: `.git` stays read-only, DESIGN.md "Beyond"). The
+// check runs at each spawn; a path created during the command (`git init`)
+// is protected from the next spawn on. No pid or network unsharing:
+// process-group kills must keep reaching the command.
 //
 // Runner failure is structural. `prepare` passes `--json-status-fd N` with the
 // pipe's write end appended to `plan.inherited_fds` (N = 3 + its index) and
@@ -33,6 +38,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
+#include "bashexec/detail/protected_paths.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
@@ -44,12 +50,16 @@ namespace detail {
 
 /// The bwrap-shaped arguments confining one spawn under `mode` (contract 14),
 /// shared by `bwrap` and `runner_command`. Never called for
-/// danger-full-access.
-inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root) {
+/// danger-full-access. Protected paths that exist under `root` are bound
+/// read-only over the workspace bind (workspace-write only).
+inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
+                                                   const std::vector<std::filesystem::path>& protected_paths = {}) {
   std::vector<std::string> args{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"};
   if (mode == sandbox_mode::workspace_write) {
     const std::string dir = root.string();
     args.insert(args.end(), {"--tmpfs", "/tmp", "--bind", dir, dir});
+    for (const auto& path : existing_protected_paths(root, protected_paths))
+      args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
   }
   return args;
 }
@@ -128,7 +138,9 @@ class bwrap {
   /// Resolves `config.sandbox.bwrap_program` once; a missing program is not
   /// an error here (prepare reports it), so a chain can still be built.
   explicit bwrap(const executor_config& config)
-      : configured_(config.sandbox.bwrap_program), program_(detail::find_program(config.sandbox.bwrap_program)) {}
+      : configured_(config.sandbox.bwrap_program),
+        program_(detail::find_program(config.sandbox.bwrap_program)),
+        protected_(config.sandbox.protected_paths) {}
 
   /// The resolved absolute bwrap path, empty when none was found.
   const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
@@ -149,7 +161,7 @@ class bwrap {
     plan.inherited_fds.push_back(status.write.get());
 
     std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
-    auto profile = detail::bwrap_profile_args(mode, root);
+    auto profile = detail::bwrap_profile_args(mode, root, protected_);
     argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
     argv.emplace_back("--");
     argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
@@ -191,6 +203,7 @@ class bwrap {
 
   std::filesystem::path configured_;
   std::optional<std::filesystem::path> program_;
+  std::vector<std::filesystem::path> protected_;
 };
 
 static_assert(confining_policy<bwrap>);

@@ -11,6 +11,19 @@
 // terminal cannot be driven (TIOCSTI); inherited descriptors are unaffected.
 // Enforcement is `full` from ABI 3 (truncate(2) governed); below, `partial`.
 //
+// Protected paths (`sandbox.protected_paths`, `.git` by default) are NOT
+// enforced: a workspace-write spawn with one present reports `partial`.
+// Landlock rules only add access, and a right granted on a directory holds
+// for its whole subtree, so "the root writable except .git" is not
+// expressible. The alternative — granting write on each top-level entry but
+// the protected ones instead of on the root — fails both ways: without
+// MAKE_*/REMOVE_* on the root itself no top-level file could be created,
+// removed or atomically replaced (`sed -i`, editors' save-by-rename, a new
+// `build/`), which breaks the mode's promise; with them, the grant reaches
+// inside `.git` too (delete `.git/config`, create it anew), which protects
+// nothing. So the root is granted whole and `partial` says honestly that a
+// promised file effect is not governed.
+//
 // Runner failure is structural: when the hook fails the spawn throws
 // `pre_exec_failed` (the command never ran), so `runner_failure` has nothing
 // to add and returns empty. Denial dialect: "permission denied" (EACCES).
@@ -26,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -36,6 +50,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/landlock.hpp"
+#include "bashexec/detail/protected_paths.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
@@ -77,7 +92,7 @@ class landlock {
       "enable Landlock: Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in "
       "the lsm= boot parameter (ABI 3, Linux >= 6.2, for full enforcement)";
 
-  explicit landlock(const executor_config&) noexcept {}
+  explicit landlock(const executor_config& config) : protected_(config.sandbox.protected_paths) {}
 
   /// The kernel's Landlock ABI version, or -errno when there is none.
   static int abi() noexcept { return detail::landlock_abi(); }
@@ -111,9 +126,17 @@ class landlock {
     plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(), "landlock_restrict_self"};
     confined_launch launch;
     launch.info.mode = mode;
-    launch.info.level = version >= full_enforcement_abi ? enforcement::full : enforcement::partial;
+    launch.info.level = version >= full_enforcement_abi && !leaves_protected_path_writable(mode, root)
+                            ? enforcement::full
+                            : enforcement::partial;
     launch.keep_alive = std::move(ruleset);
     return launch;
+  }
+
+  /// Whether a workspace-write spawn under `root` leaves an existing
+  /// protected path writable (it always does; see the header comment).
+  bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
+    return mode == sandbox_mode::workspace_write && detail::any_protected_path_exists(root, protected_);
   }
 
   /// Always empty: Landlock has no runner process. Its structural failure
@@ -149,6 +172,8 @@ class landlock {
     if (detail::landlock_add_rule(ruleset_fd, detail::landlock_rule_path_beneath, &rule, 0) != 0)
       detail::throw_syscall(fmt::format("landlock_add_rule {}", path.string()));
   }
+
+  std::vector<std::filesystem::path> protected_;
 };
 
 static_assert(confining_policy<landlock>);

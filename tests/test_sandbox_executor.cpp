@@ -1,0 +1,795 @@
+// Executor-level sandbox tests (DESIGN.md contract 13–17 and "Beyond": protected
+// paths): every confining backend driven THROUGH basic_executor — `run`, and
+// `start` + `wait` + `read_output` — rather than through launch plans (those
+// policy-level laws live in test_confinement_policies.cpp). A capability the
+// machine lacks (bwrap, Landlock) makes a test WARN "skipped: …" and return,
+// so a skip is always visible.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <bashexec/basic_executor.hpp>
+#include <bashexec/confinement/bwrap.hpp>
+#include <bashexec/confinement/chain.hpp>
+#include <bashexec/confinement/landlock.hpp>
+#include <bashexec/confinement/runner_command.hpp>
+#include <bashexec/local_executor.hpp>
+#include <bashexec/sandbox_executor.hpp>
+#include <bashexec/spawn/fork_exec.hpp>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "executor_test_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace bashexec;
+using namespace test_support;
+
+using bwrap_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<bwrap>>>;
+using landlock_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<landlock>>>;
+using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
+
+namespace Catch {
+template <>
+struct StringMaker<sandbox_mode> {
+  static std::string convert(sandbox_mode mode) { return std::string(to_string(mode)); }
+};
+template <>
+struct StringMaker<enforcement> {
+  static std::string convert(enforcement level) { return std::string(to_string(level)); }
+};
+template <>
+struct StringMaker<task_status> {
+  static std::string convert(task_status status) { return std::string(to_string(status)); }
+};
+}  // namespace Catch
+
+namespace {
+
+#define SKIP_UNLESS(missing_reason)          \
+  if (auto skip_reason = (missing_reason)) { \
+    WARN("skipped: " << *skip_reason);       \
+    return;                                  \
+  }
+
+/// Why an executor over `Executor`'s backend cannot confine here; empty when it can.
+template <class Executor>
+std::optional<std::string> backend_missing();
+
+template <>
+std::optional<std::string> backend_missing<bwrap_executor>() {
+  auto program = detail::find_program("bwrap");
+  if (!program) return "bwrap is not installed (apt-get install bubblewrap)";
+  const std::string probe = program->string() + " --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) return "bwrap is installed but cannot create a sandbox here";
+  return std::nullopt;
+}
+
+template <>
+std::optional<std::string> backend_missing<landlock_executor>() {
+  if (landlock::abi() < 0) return std::string("Landlock is not available: ") + std::strerror(-landlock::abi());
+  return std::nullopt;
+}
+
+/// The level a confined run must report on this machine.
+template <class Executor>
+enforcement expected_level() {
+  if constexpr (std::is_same_v<Executor, landlock_executor>)
+    return landlock::abi() >= landlock::full_enforcement_abi ? enforcement::full : enforcement::partial;
+  else
+    return enforcement::full;
+}
+
+/// A private directory under `parent`, removed with the object. The sandbox
+/// tests keep their directories under /var/tmp: /tmp is granted by
+/// workspace-write, so "outside the workspace" must not be there.
+class scratch_dir {
+ public:
+  explicit scratch_dir(const fs::path& parent = "/var/tmp", const std::string& prefix = "bashexec-sbx-") {
+    std::string pattern = (parent / (prefix + "XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  ~scratch_dir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+/// A workspace and an "outside" sibling, both exported to the command.
+struct dirs {
+  scratch_dir workspace{"/var/tmp", "bashexec-ws-"};
+  scratch_dir outside{"/var/tmp", "bashexec-out-"};
+  std::map<std::string, std::string> env() const { return {{"WS", workspace.str()}, {"OUT", outside.str()}}; }
+};
+
+enum class via { run, start };
+constexpr const char* name_of(via how) { return how == via::run ? "run" : "start + wait + read_output"; }
+constexpr via both_ways[] = {via::run, via::start};
+
+/// What one command did, whichever way it was executed.
+struct observed {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<sandbox_info> sandbox;
+  std::string text;  // stdout then stderr
+};
+
+template <class Executor>
+observed observe(Executor& exec, exec_request request, via how) {
+  if (how == via::run) {
+    run_result result = exec.run(exec.resolve(std::move(request)));
+    return {result.exit_code, result.signal, result.sandbox, result.out.text + result.err.text};
+  }
+  const task_id id = exec.start(exec.resolve(std::move(request)));
+  const task_snapshot settled = exec.wait(id);
+  const task_read read = exec.read_output(id);
+  // The read and the snapshots carry the same stamped facts (contract 17).
+  CHECK(read.task.status == settled.status);
+  CHECK(read.task.sandbox.has_value() == settled.sandbox.has_value());
+  if (read.task.sandbox && settled.sandbox) CHECK(read.task.sandbox->denied == settled.sandbox->denied);
+  CHECK(exec.get(id).sandbox.has_value() == settled.sandbox.has_value());
+  return {settled.exit_code, settled.signal, settled.sandbox, read.delta};
+}
+
+exec_request command(std::string text, std::map<std::string, std::string> env = {},
+                     std::optional<sandbox_mode> mode = std::nullopt) {
+  exec_request request;
+  request.command = std::move(text);
+  request.env = std::move(env);
+  request.mode = mode;
+  return request;
+}
+
+/// A unique name under /tmp, removed with the object (Landlock's /tmp is the real one).
+struct tmp_name {
+  fs::path path;
+  tmp_name() {
+    static std::atomic<int> counter{0};
+    path = fs::path("/tmp") / ("bashexec-sbx-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+  }
+  ~tmp_name() {
+    std::error_code ignored;
+    fs::remove(path, ignored);
+  }
+};
+
+std::string host_line(const std::string& prefix) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return line;
+  return {};
+}
+
+/// A stand-in for bwrap that fails the way bwrap does without user
+/// namespaces, and counts its invocations in `<dir>/count`.
+struct failing_bwrap {
+  scratch_dir dir{"/var/tmp", "bashexec-fakebwrap-"};
+  fs::path script = dir.path() / "bwrap";
+  failing_bwrap() {
+    write_file(script,
+               "#!/bin/sh\n"
+               "echo x >> \"$(dirname \"$0\")/count\"\n"
+               "echo 'bwrap: setting up uid map: Permission denied' >&2\n"
+               "exit 1\n");
+    fs::permissions(script, fs::perms::owner_all);
+  }
+  std::size_t invocations() const {
+    const std::string text = slurp(dir.path() / "count");
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+};
+
+/// A confining candidate that never works; counts how often it was asked.
+struct broken_backend {
+  static constexpr bool confines = true;
+  static constexpr bool needs_pre_exec = false;
+  static constexpr std::string_view name = "broken";
+  static constexpr std::string_view remedy = "repair the broken backend";
+  static inline std::atomic<int> prepares{0};
+
+  explicit broken_backend(const executor_config&) {}
+  confined_launch prepare(sandbox_mode mode, const fs::path&, launch_plan&) const {
+    ++prepares;
+    throw sandbox_unavailable(mode, "broken: this backend never confines anything");
+  }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view) const { return std::nullopt; }
+  bool is_denial(std::string_view) const { return false; }
+};
+static_assert(confining_policy<broken_backend>);
+
+/// `read` the shell's process group from /proc (the group leader may be bwrap).
+constexpr const char* print_pgid = "read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg; ";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Modes through the executor, for each backend
+
+TEMPLATE_TEST_CASE(
+    "modes: under read-only a write into the workspace fails and is reported as denied, while /dev/null, "
+    "reads and plain failures behave, through run and start (contract 13, 14, 16, 17)",
+    "[sandbox][executor]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  TestType exec(config);
+  REQUIRE(exec.default_mode() == sandbox_mode::read_only);
+
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    fs::remove(d.workspace.path() / "f");
+
+    observed write = observe(exec, command("echo x > \"$WS/f\"", d.env()), how);
+    CHECK(write.exit_code != 0);
+    REQUIRE(write.sandbox);
+    CHECK(write.sandbox->mode == sandbox_mode::read_only);
+    CHECK(write.sandbox->denied);
+    CHECK_FALSE(write.sandbox->runner_failed);
+    CHECK(write.sandbox->level == expected_level<TestType>());
+    CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+
+    observed null = observe(exec, command("echo x > /dev/null && cat /etc/hostname > /dev/null && echo ok"), how);
+    CHECK(null.exit_code == 0);
+    CHECK(null.text == "ok\n");
+    REQUIRE(null.sandbox);
+    CHECK_FALSE(null.sandbox->denied);
+    CHECK(null.sandbox->level == expected_level<TestType>());
+
+    observed plain = observe(exec, command("exit 3"), how);
+    CHECK(plain.exit_code == 3);
+    REQUIRE(plain.sandbox);
+    CHECK(plain.sandbox->mode == sandbox_mode::read_only);
+    CHECK_FALSE(plain.sandbox->denied);
+    CHECK_FALSE(plain.sandbox->runner_failed);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "modes: under workspace-write the workspace and /tmp are writable and elsewhere is denied, whether the "
+    "root is configured or the cwd (contract 13, 14)",
+    "[sandbox][executor]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  for (bool root_from_cwd : {false, true}) {
+    INFO("workspace root from " << (root_from_cwd ? "cwd" : "sandbox.workspace_root"));
+    dirs d;
+    executor_config config = fast_config();
+    if (root_from_cwd)
+      config.cwd = d.workspace.path();
+    else
+      config.sandbox.workspace_root = d.workspace.path();
+    config.sandbox.default_mode = sandbox_mode::workspace_write;
+    TestType exec(config);
+    CHECK(exec.workspace_root() == d.workspace.path());
+
+    for (via how : both_ways) {
+      INFO("via " << name_of(how));
+      fs::remove(d.workspace.path() / "f");
+      tmp_name in_tmp;
+      auto env = d.env();
+      env["T"] = in_tmp.path.string();
+
+      observed inside = observe(exec, command("echo x > \"$WS/f\" && echo y > \"$T\" && echo ok", env), how);
+      CHECK(inside.exit_code == 0);
+      CHECK(inside.text == "ok\n");
+      REQUIRE(inside.sandbox);
+      CHECK(inside.sandbox->mode == sandbox_mode::workspace_write);
+      CHECK_FALSE(inside.sandbox->denied);
+      CHECK(inside.sandbox->level == expected_level<TestType>());
+      CHECK(slurp(d.workspace.path() / "f") == "x\n");
+
+      observed outside = observe(exec, command("echo x > \"$OUT/f\"", env), how);
+      CHECK(outside.exit_code != 0);
+      REQUIRE(outside.sandbox);
+      CHECK(outside.sandbox->mode == sandbox_mode::workspace_write);
+      CHECK(outside.sandbox->denied);
+      CHECK_FALSE(fs::exists(d.outside.path() / "f"));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "modes: danger-full-access is spawned unwrapped and reports {mode, denied=false} without a level "
+    "(contract 13)",
+    "[sandbox][executor]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  TestType exec(config);
+  char host_ns[256] = {};
+  REQUIRE(::readlink("/proc/self/ns/mnt", host_ns, sizeof host_ns - 1) > 0);
+  const std::string host_nnp = host_line("NoNewPrivs:");
+  REQUIRE_FALSE(host_nnp.empty());
+  // Both backends set no_new_privs (bwrap itself, Landlock's hook) and bwrap
+  // enters a new mount namespace: an unwrapped child shares the host's.
+  const std::string probe = "readlink /proc/self/ns/mnt; grep NoNewPrivs: /proc/self/status; ";
+
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    fs::remove(d.outside.path() / "f");
+    observed free = observe(
+        exec, command(probe + "echo x > \"$OUT/f\" && echo wrote", d.env(), sandbox_mode::danger_full_access), how);
+    CHECK(free.exit_code == 0);
+    REQUIRE(free.sandbox);
+    CHECK(free.sandbox->mode == sandbox_mode::danger_full_access);
+    CHECK_FALSE(free.sandbox->denied);
+    CHECK_FALSE(free.sandbox->level);
+    CHECK_FALSE(free.sandbox->runner_failed);
+    CHECK(free.text == std::string(host_ns) + "\n" + host_nnp + "\nwrote\n");
+    CHECK(fs::exists(d.outside.path() / "f"));
+
+    // Control: the same probe under read-only does show the wrap.
+    if (host_nnp.find('0') != std::string::npos) {
+      observed confined = observe(exec, command(probe, d.env()), how);
+      CHECK(confined.exit_code == 0);
+      CHECK_THAT(confined.text, Catch::Contains("NoNewPrivs:\t1"));
+      if constexpr (std::is_same_v<TestType, bwrap_executor>)
+        CHECK_THAT(confined.text, !Catch::Contains(std::string(host_ns)));
+    }
+
+    // A failing unwrapped command is never classified as a denial.
+    observed failing =
+        observe(exec, command("echo 'Permission denied' >&2; exit 1", {}, sandbox_mode::danger_full_access), how);
+    CHECK(failing.exit_code == 1);
+    REQUIRE(failing.sandbox);
+    CHECK_FALSE(failing.sandbox->denied);
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "task facts: an escalated background task and its read-only neighbour each carry their own mode and denial, "
+    "stamped before completion listeners run (contract 10, 17)",
+    "[sandbox][executor][background]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  TestType exec(config);
+
+  std::mutex mutex;
+  std::map<std::string, std::optional<sandbox_info>> heard;
+  auto subscription = exec.on_task_done([&](const task_snapshot& snapshot) {
+    std::lock_guard lock(mutex);
+    heard[snapshot.id.value()] = snapshot.sandbox;
+  });
+
+  const task_id escalated =
+      exec.start(exec.resolve(command("echo a > \"$WS/a\"", d.env(), sandbox_mode::workspace_write)));
+  const task_id neighbour = exec.start(exec.resolve(command("echo b > \"$WS/b\"", d.env())));
+
+  const task_snapshot escalated_done = exec.wait(escalated);
+  const task_snapshot neighbour_done = exec.wait(neighbour);
+  REQUIRE(escalated_done.sandbox);
+  REQUIRE(neighbour_done.sandbox);
+  CHECK(escalated_done.status == task_status::completed);
+  CHECK(escalated_done.exit_code == 0);
+  CHECK(escalated_done.sandbox->mode == sandbox_mode::workspace_write);
+  CHECK_FALSE(escalated_done.sandbox->denied);
+  CHECK(neighbour_done.exit_code != 0);
+  CHECK(neighbour_done.sandbox->mode == sandbox_mode::read_only);
+  CHECK(neighbour_done.sandbox->denied);
+  CHECK(fs::exists(d.workspace.path() / "a"));
+  CHECK_FALSE(fs::exists(d.workspace.path() / "b"));
+
+  // get() after the fact says the same.
+  CHECK(exec.get(escalated).sandbox->mode == sandbox_mode::workspace_write);
+  CHECK(exec.get(neighbour).sandbox->denied);
+
+  // The listeners saw the final facts, not the facts of a running task.
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(mutex);
+    return heard.size() == 2;
+  }));
+  std::lock_guard lock(mutex);
+  REQUIRE(heard.at(escalated.value()));
+  REQUIRE(heard.at(neighbour.value()));
+  CHECK(heard.at(escalated.value())->mode == sandbox_mode::workspace_write);
+  CHECK_FALSE(heard.at(escalated.value())->denied);
+  CHECK(heard.at(neighbour.value())->mode == sandbox_mode::read_only);
+  CHECK(heard.at(neighbour.value())->denied);
+}
+
+TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole process group (contract 4, 14)",
+                   "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  TestType exec(fast_config());
+  exec_request request = command(std::string(print_pgid) + "sleep 30 & sleep 30");
+  request.timeout = 300ms;
+  const auto started = steady::now();
+  run_result result = exec.run(exec.resolve(std::move(request)));
+  CHECK(ms_since(started) < 5000);
+  CHECK(result.timed_out);
+  CHECK_FALSE(result.aborted);
+  REQUIRE(result.sandbox);
+  CHECK(result.sandbox->mode == sandbox_mode::read_only);
+  CHECK_FALSE(result.sandbox->denied);
+  const long pgid = first_pid(result.out.text);
+  REQUIRE(pgid > 1);
+  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+}
+
+TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed and its group gone (contract 4, 9, 14)",
+                   "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  TestType exec(fast_config());
+  const task_id id = exec.start(exec.resolve(command(std::string(print_pgid) + "sleep 100 & sleep 100")));
+  std::string seen;
+  REQUIRE(eventually([&] {
+    seen += exec.read_output(id).delta;
+    return seen.find('\n') != std::string::npos;
+  }));
+  const long pgid = first_pid(seen);
+  REQUIRE(pgid > 1);
+  CHECK(exec.kill(id));
+  const task_snapshot done = exec.wait(id);
+  CHECK(done.status == task_status::killed);
+  REQUIRE(done.sandbox);
+  CHECK(done.sandbox->mode == sandbox_mode::read_only);
+  CHECK_FALSE(done.sandbox->denied);
+  CHECK_FALSE(done.sandbox->runner_failed);
+  CHECK_FALSE(exec.kill(id));
+  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+}
+
+// ---------------------------------------------------------------------------
+// Runner failures
+
+TEST_CASE(
+    "runner failure: with a runner_command whose binary does not exist, run throws sandbox_unavailable and a "
+    "background task "
+    "settles runner_failed and not denied (contract 15, 16)",
+    "[sandbox][executor][runner_command]") {
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.runner_argv = {"/nonexistent/runner"};
+  config.sandbox.runner_failure_signatures = {"runner failed"};
+  runner_executor exec(config);
+
+  for (auto mode : {sandbox_mode::read_only, sandbox_mode::workspace_write}) {
+    INFO("mode " << to_string(mode));
+    try {
+      (void)exec.run(exec.resolve(command("echo x > \"$WS/f\"", d.env(), mode)));
+      FAIL("run did not throw");
+    } catch (const sandbox_unavailable& error) {
+      CHECK(error.mode() == mode);
+      CHECK(error.code == "SANDBOX_UNAVAILABLE");
+      CHECK_THAT(std::string(error.what()), Catch::Contains("/nonexistent/runner"));
+    }
+
+    const task_id id = exec.start(exec.resolve(command("echo x > \"$WS/f\"", d.env(), mode)));
+    const task_snapshot done = exec.wait(id);
+    REQUIRE(done.sandbox);
+    CHECK(done.sandbox->mode == mode);
+    CHECK(done.sandbox->runner_failed);
+    CHECK_FALSE(done.sandbox->denied);
+    CHECK(exec.get(id).sandbox->runner_failed);
+    CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backend selection
+
+TEST_CASE(
+    "selection: a chain whose first candidate fails its probe selects the second, probing once across many calls "
+    "(contract 15)",
+    "[sandbox][executor][chain]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  failing_bwrap fake;
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.bwrap_program = fake.script;
+  basic_executor<sandbox_policies> exec(config);
+  CHECK(fake.invocations() == 0);  // nothing probes before the first confined call
+
+  for (int i = 0; i < 3; ++i) {
+    for (via how : both_ways) {
+      INFO("call " << i << " via " << name_of(how));
+      observed write = observe(exec, command("echo x > \"$WS/f\"", d.env()), how);
+      CHECK(write.exit_code != 0);
+      REQUIRE(write.sandbox);
+      CHECK(write.sandbox->denied);  // Landlock's dialect: the second candidate confines
+      CHECK_THAT(write.text, Catch::Contains("permission denied", Catch::CaseSensitive::No));
+      CHECK(write.sandbox->level == expected_level<landlock_executor>());
+      CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+    }
+  }
+  CHECK(fake.invocations() == 1);  // the single probe of the first candidate
+}
+
+TEST_CASE(
+    "selection: a chain of only unusable candidates makes run and start throw sandbox_unavailable naming each "
+    "candidate, and nothing runs (contract 15)",
+    "[sandbox][executor][chain]") {
+  using broken_chain_executor =
+      basic_executor<policies<spawn_with<fork_exec>, confine_with<chain<bwrap, broken_backend>>>>;
+  failing_bwrap fake;
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.bwrap_program = fake.script;
+  broken_backend::prepares = 0;
+  broken_chain_executor exec(config);
+
+  for (int i = 0; i < 3; ++i) {
+    for (via how : both_ways) {
+      INFO("call " << i << " via " << name_of(how));
+      exec_request request = command("echo ran > \"$WS/f\"", d.env(), sandbox_mode::workspace_write);
+      try {
+        if (how == via::run)
+          (void)exec.run(exec.resolve(std::move(request)));
+        else
+          (void)exec.start(exec.resolve(std::move(request)));
+        FAIL("no sandbox_unavailable");
+      } catch (const sandbox_unavailable& error) {
+        const std::string text = error.what();
+        CHECK(error.mode() == sandbox_mode::workspace_write);
+        CHECK_THAT(text, Catch::Contains("workspace-write"));
+        CHECK_THAT(text, Catch::Contains("bwrap: probe failed"));
+        CHECK_THAT(text, Catch::Contains("setting up uid map"));
+        CHECK_THAT(text, Catch::Contains("broken: probe failed"));
+        CHECK_THAT(text, Catch::Contains("repair the broken backend"));
+      }
+    }
+  }
+  CHECK(exec.list().empty());  // a start that threw registered no task
+  CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+  CHECK(fake.invocations() == 1);
+  CHECK(broken_backend::prepares == 1);
+
+  // danger-full-access needs no backend and still runs, unwrapped.
+  run_result free = exec.run(exec.resolve(command("echo ok", {}, sandbox_mode::danger_full_access)));
+  CHECK(free.exit_code == 0);
+  CHECK(free.out.text == "ok\n");
+}
+
+// ---------------------------------------------------------------------------
+// Default modes
+
+TEST_CASE(
+    "default modes: sandbox_executor defaults to read-only and stamps it on requests without a mode; local_executor "
+    "has no "
+    "default and stamps nothing (contract 1, 18)",
+    "[sandbox][executor][resolve]") {
+  sandbox_executor confining(fast_config());
+  CHECK(sandbox_executor::confines);
+  CHECK(confining.default_mode() == sandbox_mode::read_only);
+  CHECK(confining.resolve(command("true")).mode == sandbox_mode::read_only);
+  CHECK(confining.resolve(command("true", {}, sandbox_mode::workspace_write)).mode == sandbox_mode::workspace_write);
+  CHECK(confining.resolve(command("true", {}, sandbox_mode::danger_full_access)).mode ==
+        sandbox_mode::danger_full_access);
+
+  executor_config wider = fast_config();
+  wider.sandbox.default_mode = sandbox_mode::workspace_write;
+  sandbox_executor configured(wider);
+  CHECK(configured.default_mode() == sandbox_mode::workspace_write);
+  CHECK(configured.resolve(command("true")).mode == sandbox_mode::workspace_write);
+  CHECK(configured.resolve(command("true", {}, sandbox_mode::read_only)).mode == sandbox_mode::read_only);
+
+  local_executor local(fast_config());
+  CHECK_FALSE(local_executor::confines);
+  CHECK_FALSE(local.default_mode());
+  CHECK_FALSE(local.resolve(command("true")).mode);
+  // Carried verbatim, never interpreted: the local executor confines nothing.
+  CHECK(local.resolve(command("true", {}, sandbox_mode::read_only)).mode == sandbox_mode::read_only);
+  run_result result = local.run(local.resolve(command("true")));
+  CHECK(result.exit_code == 0);
+  CHECK_FALSE(result.sandbox);
+}
+
+// ---------------------------------------------------------------------------
+// Protected paths (DESIGN.md "Beyond the TypeScript design")
+
+TEST_CASE("protected paths: sandbox.protected_paths must be relative to the workspace root and stay inside it",
+          "[sandbox][config][protected]") {
+  CHECK(executor_config{}.sandbox.protected_paths == std::vector<fs::path>{".git"});
+  for (const char* bad : {"/etc", "..", "../x", "a/../../b", "", "."}) {
+    INFO("protected path \"" << bad << "\"");
+    executor_config config = fast_config();
+    config.sandbox.protected_paths = {".git", bad};
+    try {
+      bwrap_executor exec(config);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& error) {
+      CHECK_THAT(std::string(error.what()), Catch::Contains("sandbox.protected_paths"));
+    }
+  }
+  for (const char* good : {".git/", "sub/.git", ".env"}) {
+    INFO("protected path \"" << good << "\"");
+    executor_config config = fast_config();
+    config.sandbox.protected_paths = {good};
+    CHECK_NOTHROW(bwrap_executor(config));
+  }
+}
+
+TEST_CASE(
+    "protected paths: the bwrap profile binds each existing protected path read-only after the workspace, under "
+    "workspace-write only",
+    "[sandbox][bwrap][protected]") {
+  scratch_dir ws;
+  fs::create_directory(ws.path() / ".git");
+  fs::create_directories(ws.path() / "sub" / "keep");
+  const std::string git = (ws.path() / ".git").string();
+  const std::string keep = (ws.path() / "sub" / "keep").string();
+  const std::vector<fs::path> protect{".git/", "sub/keep", "missing"};
+  using V = std::vector<std::string>;
+  CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, ws.path(), protect) ==
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent", "--tmpfs", "/tmp", "--bind",
+          ws.str(), ws.str(), "--ro-bind", git, git, "--ro-bind", keep, keep});
+  CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, ws.path(), protect) ==
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"});
+}
+
+TEST_CASE(
+    "protected paths: under workspace-write .git and configured subpaths stay read-only under bwrap while the "
+    "workspace "
+    "around them is writable (DESIGN \"Beyond\"; contract 16)",
+    "[sandbox][executor][protected]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  dirs d;
+  fs::create_directory(d.workspace.path() / ".git");
+  write_file(d.workspace.path() / ".git" / "config", "original\n");
+  fs::create_directory(d.workspace.path() / "secrets");
+
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.default_mode = sandbox_mode::workspace_write;
+  config.sandbox.protected_paths = {".git", "secrets", "not-there"};
+  bwrap_executor exec(config);
+
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    for (const char* attack : {"echo x > \"$WS/.git/config\"", "touch \"$WS/.git/hooks-new\"", "rm \"$WS/.git/config\"",
+                               "echo k > \"$WS/secrets/key\""}) {
+      INFO("command " << attack);
+      observed denied = observe(exec, command(attack, d.env()), how);
+      CHECK(denied.exit_code != 0);
+      REQUIRE(denied.sandbox);
+      CHECK(denied.sandbox->mode == sandbox_mode::workspace_write);
+      CHECK(denied.sandbox->denied);
+      CHECK(denied.sandbox->level == enforcement::full);
+    }
+    CHECK(slurp(d.workspace.path() / ".git" / "config") == "original\n");
+    CHECK_FALSE(fs::exists(d.workspace.path() / ".git" / "hooks-new"));
+    CHECK_FALSE(fs::exists(d.workspace.path() / "secrets" / "key"));
+
+    observed beside = observe(
+        exec,
+        command("echo y > \"$WS/f\" && mkdir -p \"$WS/build\" && echo z > \"$WS/build/o\" && cat \"$WS/.git/config\"",
+                d.env()),
+        how);
+    CHECK(beside.exit_code == 0);
+    CHECK(beside.text == "original\n");
+    CHECK(slurp(d.workspace.path() / "f") == "y\n");
+    fs::remove_all(d.workspace.path() / "build");
+  }
+}
+
+TEST_CASE(
+    "protected paths: a symlinked .git is protected at its target inside the workspace, and one pointing "
+    "outside neither breaks bwrap nor becomes writable (DESIGN \"Beyond\")",
+    "[sandbox][executor][protected]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  dirs d;
+  fs::create_directory(d.workspace.path() / "gitdir");
+  write_file(d.workspace.path() / "gitdir" / "config", "original\n");
+  fs::create_directory_symlink(d.workspace.path() / "gitdir", d.workspace.path() / ".git");
+  fs::create_directory_symlink(d.outside.path(), d.workspace.path() / "elsewhere");
+  write_file(d.workspace.path() / "worktree-marker", "gitdir: /somewhere\n");
+
+  // The profile binds the link's target, never the link itself.
+  const std::vector<fs::path> protect{".git", "elsewhere", "worktree-marker"};
+  const auto bound = detail::existing_protected_paths(d.workspace.path(), protect);
+  CHECK(bound == std::vector<fs::path>{d.workspace.path() / "gitdir", d.workspace.path() / "worktree-marker"});
+
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.default_mode = sandbox_mode::workspace_write;
+  config.sandbox.protected_paths = protect;
+  bwrap_executor exec(config);
+
+  for (const char* attack : {"echo x > \"$WS/.git/config\"", "echo x > \"$WS/gitdir/config\"",
+                             "echo x > \"$WS/elsewhere/f\"", "echo x > \"$WS/worktree-marker\""}) {
+    INFO("command " << attack);
+    observed denied = observe(exec, command(attack, d.env()), via::run);
+    CHECK(denied.exit_code != 0);
+    REQUIRE(denied.sandbox);
+    CHECK(denied.sandbox->denied);
+  }
+  CHECK(slurp(d.workspace.path() / "gitdir" / "config") == "original\n");
+  CHECK(slurp(d.workspace.path() / "worktree-marker") == "gitdir: /somewhere\n");
+  CHECK_FALSE(fs::exists(d.outside.path() / "f"));
+
+  observed beside = observe(exec, command("echo y > \"$WS/f\"", d.env()), via::run);
+  CHECK(beside.exit_code == 0);
+  CHECK(slurp(d.workspace.path() / "f") == "y\n");
+}
+
+TEST_CASE("protected paths: a bwrap-compatible runner_command keeps protected paths read-only too (DESIGN \"Beyond\")",
+          "[sandbox][executor][protected][runner_command]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  dirs d;
+  fs::create_directory(d.workspace.path() / ".git");
+  write_file(d.workspace.path() / ".git" / "config", "original\n");
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.runner_argv = {"bwrap"};
+  config.sandbox.runner_failure_signatures = {"bwrap: "};
+  runner_executor exec(config);
+
+  observed git =
+      observe(exec, command("echo x > \"$WS/.git/config\"", d.env(), sandbox_mode::workspace_write), via::run);
+  CHECK(git.exit_code != 0);
+  REQUIRE(git.sandbox);
+  CHECK(git.sandbox->denied);
+  CHECK(slurp(d.workspace.path() / ".git" / "config") == "original\n");
+  observed beside = observe(exec, command("echo y > \"$WS/f\"", d.env(), sandbox_mode::workspace_write), via::run);
+  CHECK(beside.exit_code == 0);
+  CHECK(fs::exists(d.workspace.path() / "f"));
+}
+
+TEST_CASE(
+    "protected paths: under Landlock an existing protected path makes workspace-write report partial enforcement, "
+    "since a "
+    "read-only hole in a writable tree is not expressible (DESIGN \"Beyond\"; contract 14)",
+    "[sandbox][executor][protected]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  dirs d;
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  landlock_executor exec(config);
+  const enforcement usual = expected_level<landlock_executor>();
+
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    fs::remove_all(d.workspace.path() / ".git");
+    observed without = observe(exec, command("echo y > \"$WS/f\"", d.env(), sandbox_mode::workspace_write), how);
+    CHECK(without.exit_code == 0);
+    REQUIRE(without.sandbox);
+    CHECK(without.sandbox->level == usual);  // nothing to protect: nothing left ungoverned
+
+    fs::create_directory(d.workspace.path() / ".git");
+    observed with = observe(exec, command("echo y > \"$WS/f\"", d.env(), sandbox_mode::workspace_write), how);
+    CHECK(with.exit_code == 0);
+    REQUIRE(with.sandbox);
+    CHECK(with.sandbox->mode == sandbox_mode::workspace_write);
+    CHECK(with.sandbox->level == enforcement::partial);
+
+    // read-only grants nothing in the workspace: .git is read-only there anyway.
+    observed read_only = observe(exec, command("echo x > \"$WS/.git/config\"", d.env()), how);
+    CHECK(read_only.sandbox->denied);
+    CHECK(read_only.sandbox->level == usual);
+    CHECK_FALSE(fs::exists(d.workspace.path() / ".git" / "config"));
+  }
+
+  executor_config unprotected = config;
+  unprotected.sandbox.protected_paths.clear();
+  landlock_executor plain(unprotected);
+  observed none = observe(plain, command("true", {}, sandbox_mode::workspace_write), via::run);
+  REQUIRE(none.sandbox);
+  CHECK(none.sandbox->level == usual);
+}
