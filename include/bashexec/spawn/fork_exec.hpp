@@ -1,7 +1,15 @@
 // spawn/fork_exec: the spawn policy that supports a pre-exec hook (Landlock
-// is applied natively in the child). clone3(CLONE_PIDFD) gives the pid and a
-// pidfd atomically; kernels or seccomp profiles without clone3 fall back to
-// _Fork()+pidfd_open.
+// is applied natively in the child).
+//
+// It spawns the way glibc's posix_spawn does: glibc's clone() with
+// CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD on a private mmap'd stack
+// (256 KiB plus a PROT_NONE guard page), so the host's page tables are
+// neither copied nor torn down and the cost does not grow with the host's
+// size. The kernel writes the pidfd through clone()'s parent_tid argument;
+// a kernel that ignores CLONE_PIDFD (before 5.2) leaves it at -1 and
+// pidfd_open supplies it. If that clone fails with EINVAL/ENOSYS/EPERM
+// (seccomp profiles, exotic kernels) the policy falls back, for the rest of
+// the process, to a real fork: clone3(CLONE_PIDFD), then _Fork()+pidfd_open.
 //
 // A spawn policy `S` provides:
 //   static constexpr bool supports_pre_exec;
@@ -9,10 +17,11 @@
 //   static spawned_process spawn(const launch_plan&);
 // and keeps every guarantee listed in launch.hpp.
 //
-// The child, in order (async-signal-safe work only; every array it touches is
-// built by the parent before the clone):
+// The child, in order (every array it touches is built by the parent before
+// the clone):
 //   1. setpgid(0, 0);
-//   2. every signal disposition back to SIG_DFL, then an empty signal mask;
+//   2. every signal disposition back to SIG_DFL (glibc's two internal
+//      signals included), then an empty signal mask;
 //   3. the plan's hook — BEFORE renumbering, so descriptor numbers named in
 //      the hook's context (a Landlock ruleset fd) are still the parent's;
 //   4. stdin/stdout/stderr to 0/1/2 and inherited_fds[i] to 3+i (each source
@@ -21,15 +30,50 @@
 //   6. every descriptor >= 3+inherited marked close-on-exec (close_range);
 //   7. execve(argv[0], argv, env).
 // A failing step writes {stage, errno} to a close-on-exec error pipe and the
-// child _exit(127)s. The parent reads the pipe to EOF, reaps the child and
-// throws: `pre_exec_failed(hook.stage, errno)` for the hook, otherwise
+// child exits with 127 (exit_group: no atexit handlers, no stdio flush). The
+// parent reads the pipe to EOF — with CLONE_VFORK it only resumes once the
+// child has exec'd or exited, so the read returns at once — reaps the child
+// and throws: `pre_exec_failed(hook.stage, errno)` for the hook, otherwise
 // `infrastructure_error` naming the step ("chdir /x: No such file or
 // directory", "execve /bin/nope: …").
+//
+// Rules for the child, which shares the parent's memory (CLONE_VM) while the
+// calling thread is suspended (CLONE_VFORK):
+//   - Signals. The parent blocks every signal — all 64 bits, through the raw
+//     system call, so glibc's internal SIGCANCEL/SIGSETXID too — around the
+//     clone; the child inherits that mask, resets every disposition with raw
+//     rt_sigaction and only then unblocks. No handler of the host ever runs
+//     in the child on the shared address space. Dispositions are per process
+//     (no CLONE_SIGHAND) and the mask per thread, so the host's are untouched.
+//   - Memory. The child runs on its own stack and writes no parent memory
+//     except the `scratch` array the parent set aside for it, and errno (see
+//     below). Its own steps are raw syscall()s: no libc wrapper with hidden
+//     state (cancellation, sanitizer interceptors, atexit), and it exits with
+//     exit_group. The hook must keep to the same rules (landlock_apply does:
+//     two system calls). Descriptors are per process (no CLONE_FILES), so
+//     the child's dup/close-on-exec work never reaches the host's table.
+//   - errno. Without CLONE_SETTLS the child uses the suspended thread's TLS,
+//     so every errno the child (or the hook) sets lands in that thread's
+//     errno slot. That is accepted rather than avoided with inline assembly:
+//     the thread is suspended until the child execs or exits, so nothing
+//     races with those writes, and the parent treats errno as meaningless
+//     after clone() unless clone() itself returned -1 (then the child never
+//     ran and errno is clone's own); it reads it on the very next statement.
+//     As with any libc call, spawn() may change the caller's errno on success.
+//   - Stack. 256 KiB, mmap'd per spawn with a guard page below it (stacks
+//     grow down on every architecture this targets), unmapped as soon as
+//     clone() returns: CLONE_VFORK resumes the parent only once the child
+//     has exec'd (its new image no longer uses the stack) or exited.
+//   - Sanitizers. The child's functions are not instrumented for
+//     AddressSanitizer: its bookkeeping (fake stacks, stack bounds of the
+//     thread) is the parent thread's and must not be driven from a foreign
+//     stack.
 #pragma once
 
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -38,7 +82,8 @@
 #include <vector>
 
 #include <fcntl.h>
-#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -49,6 +94,13 @@
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
+
+// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation.
+#if defined(__GNUC__) || defined(__clang__)
+#define BASHEXEC_DETAIL_VFORK_CHILD __attribute__((no_sanitize_address))
+#else
+#define BASHEXEC_DETAIL_VFORK_CHILD
+#endif
 
 namespace bashexec {
 
@@ -72,6 +124,14 @@ inline constexpr long sys_pidfd_open = 434;
 
 inline constexpr std::uint64_t clone_pidfd_flag = 0x00001000;  // CLONE_PIDFD
 inline constexpr unsigned close_range_cloexec_flag = 1U << 2;  // CLOSE_RANGE_CLOEXEC
+
+/// The kernel's sigset_t (64 signals on most architectures), as the raw
+/// rt_sig* calls want its size; glibc's NSIG is one past the highest signal.
+inline constexpr std::size_t kernel_sigset_bytes = (NSIG - 1) / 8;
+
+/// Usable stack for the CLONE_VM child: its own frames are a few hundred
+/// bytes; the rest is headroom for the hook (Landlock's is two system calls).
+inline constexpr std::size_t vfork_stack_bytes = 256 * 1024;
 
 /// struct clone_args, version 0 (the fields clone3 has had since 5.3).
 struct clone3_args {
@@ -100,56 +160,68 @@ struct child_context {
   char* const* envp = nullptr;
   const char* workdir = nullptr;  // empty string: stay where we are
   const int* sources = nullptr;   // plan fds, in target order 0, 1, 2, 3, …
-  int* scratch = nullptr;         // same length; the child's own COW copy
+  int* scratch = nullptr;         // same length; the only parent memory the child writes
   int count = 0;
   int error_fd = -1;
   pre_exec_hook hook;
 };
 
-[[noreturn]] inline void child_fail(int error_fd, child_stage stage, int error) noexcept {
-  const child_report report{stage, error};
-  while (::write(error_fd, &report, sizeof report) < 0 && errno == EINTR) {
-  }
-  ::_exit(127);
+// The child's steps are raw system calls (see the file comment): syscall()
+// sets errno on failure — in the suspended parent thread's slot under
+// CLONE_VM, which is accepted — and touches nothing else.
+
+[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_exit(int code) noexcept {
+  for (;;) ::syscall(SYS_exit_group, code);
 }
 
-/// Runs in the freshly cloned child. Async-signal-safe system calls only.
-[[noreturn]] inline void child_main(const child_context& ctx) noexcept {
+[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_fail(int error_fd, child_stage stage,
+                                                                int error) noexcept {
+  const child_report report{stage, error};
+  while (::syscall(SYS_write, error_fd, &report, sizeof report) < 0 && errno == EINTR) {
+  }
+  child_exit(127);
+}
+
+/// Runs in the cloned child, on its own stack. Never returns. `arg` is the
+/// parent's `child_context`.
+BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
+  const child_context& ctx = *static_cast<const child_context*>(arg);
   int error_fd = ctx.error_fd;
-  if (::setpgid(0, 0) != 0) child_fail(error_fd, child_stage::setpgid, errno);
+  if (::syscall(SYS_setpgid, 0, 0) != 0) child_fail(error_fd, child_stage::setpgid, errno);
 
   // Dispositions first, mask second: a signal arriving in between must find
-  // the default action, never a parent handler running in the child. Errors
-  // are ignored: glibc refuses its two reserved real-time signals, and exec
-  // resets handlers anyway; it is SIG_IGN that would otherwise survive.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
+  // the default action, never a host handler running in the child. The raw
+  // call also resets glibc's two internal signals, which sigaction() refuses
+  // (so their handlers could otherwise run here once unblocked). An all-zero
+  // kernel sigaction is SIG_DFL, no flags, empty mask, on every layout.
+  // Errors are ignored: exec resets handlers anyway; it is SIG_IGN that
+  // would otherwise survive.
+  unsigned long dfl[8] = {};
   for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, kernel_sigset_bytes);
+  unsigned long empty[4] = {};
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, empty, nullptr, kernel_sigset_bytes);
 
   if (ctx.hook)
-    if (int error = ctx.hook.run(ctx.hook.context); error != 0)
-      child_fail(error_fd, child_stage::hook, error);
+    if (int error = ctx.hook.run(ctx.hook.context); error != 0) child_fail(error_fd, child_stage::hook, error);
 
   // Move the error pipe and every source above the target range before any
-  // dup2, so a source that already sits on a target number is not clobbered.
+  // renumbering, so a source that already sits on a target number is not
+  // clobbered. dup3 (not dup2, which some architectures lack) cannot see
+  // equal numbers here: every scratch copy is >= count > its target.
   const int first_free = ctx.count;
-  if (int moved = ::fcntl(error_fd, F_DUPFD_CLOEXEC, first_free); moved >= 0)
-    error_fd = moved;
+  if (long moved = ::syscall(SYS_fcntl, error_fd, F_DUPFD_CLOEXEC, first_free); moved >= 0)
+    error_fd = static_cast<int>(moved);
   else
     child_fail(error_fd, child_stage::dup, errno);
   for (int i = 0; i < ctx.count; ++i) {
-    ctx.scratch[i] = ::fcntl(ctx.sources[i], F_DUPFD_CLOEXEC, first_free);
+    ctx.scratch[i] = static_cast<int>(::syscall(SYS_fcntl, ctx.sources[i], F_DUPFD_CLOEXEC, first_free));
     if (ctx.scratch[i] < 0) child_fail(error_fd, child_stage::dup, errno);
   }
   for (int i = 0; i < ctx.count; ++i)
-    if (::dup2(ctx.scratch[i], i) < 0) child_fail(error_fd, child_stage::dup, errno);
+    if (::syscall(SYS_dup3, ctx.scratch[i], i, 0) < 0) child_fail(error_fd, child_stage::dup, errno);
 
-  if (ctx.workdir[0] != '\0' && ::chdir(ctx.workdir) != 0)
+  if (ctx.workdir[0] != '\0' && ::syscall(SYS_chdir, ctx.workdir) != 0)
     child_fail(error_fd, child_stage::chdir, errno);
 
   // Everything from `count` up — host descriptors without O_CLOEXEC, the
@@ -158,31 +230,66 @@ struct child_context {
   if (::syscall(sys_close_range, static_cast<unsigned>(first_free), ~0U, close_range_cloexec_flag) != 0) {
     if (errno != ENOSYS && errno != EINVAL) child_fail(error_fd, child_stage::cloexec, errno);
     // Kernels before 5.11: mark each possible descriptor.
-    struct rlimit limit;
-    rlim_t top = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+    std::uint64_t limit[2] = {};  // struct rlimit64 {cur, max}
+    std::uint64_t top = ::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, limit) == 0 ? limit[0] : 1024;
     if (top > 65536) top = 65536;
-    for (int fd = first_free; fd < static_cast<int>(top); ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    for (int fd = first_free; fd < static_cast<int>(top); ++fd) ::syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
   }
 
-  ::execve(ctx.path, ctx.argv, ctx.envp);
+  ::syscall(SYS_execve, ctx.path, ctx.argv, ctx.envp);
   child_fail(error_fd, child_stage::execve, errno);
 }
 
-/// Blocks every signal for its lifetime, so the child starts with no parent
-/// handler able to run before its dispositions are reset.
+/// Blocks every signal — all bits, glibc's internal ones included, as glibc's
+/// own posix_spawn does — for its lifetime, so the child starts with no host
+/// handler able to run (on the shared address space) before its dispositions
+/// are reset. Raw system calls: pthread_sigmask would silently leave
+/// SIGCANCEL and SIGSETXID unblocked.
 class all_signals_blocked {
  public:
   all_signals_blocked() noexcept {
     sigset_t all;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &saved_);
+    std::memset(&all, 0xff, sizeof all);
+    std::memset(&saved_, 0, sizeof saved_);
+    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &saved_, kernel_sigset_bytes);
   }
-  ~all_signals_blocked() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  ~all_signals_blocked() { ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved_, nullptr, kernel_sigset_bytes); }
   all_signals_blocked(const all_signals_blocked&) = delete;
   all_signals_blocked& operator=(const all_signals_blocked&) = delete;
 
  private:
   sigset_t saved_;
+};
+
+/// The CLONE_VM child's stack: `vfork_stack_bytes` read-write above one
+/// PROT_NONE guard page, unmapped with the object.
+class vfork_stack {
+ public:
+  vfork_stack() {
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    page_ = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
+    size_ = (vfork_stack_bytes + page_ - 1) / page_ * page_ + page_;
+    void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE,
+                        -1, 0);
+    if (base == MAP_FAILED) throw_syscall("mmap (child stack)");
+    base_ = static_cast<char*>(base);
+    if (::mprotect(base_, page_, PROT_NONE) != 0) {
+      const int error = errno;
+      ::munmap(base_, size_);
+      throw_syscall("mprotect (child stack guard)", error);
+    }
+  }
+  ~vfork_stack() { ::munmap(base_, size_); }
+  vfork_stack(const vfork_stack&) = delete;
+  vfork_stack& operator=(const vfork_stack&) = delete;
+
+  /// The highest address: where a downward-growing stack starts.
+  void* top() const noexcept { return base_ + size_; }
+
+ private:
+  char* base_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t page_ = 0;
 };
 
 /// Pointers into `strings`, null-terminated, as execve wants them.
@@ -202,7 +309,8 @@ inline void reap(pid_t pid) noexcept {
 
 }  // namespace detail
 
-/// Spawn policy with pre-exec hook support: clone3(CLONE_PIDFD) + execve.
+/// Spawn policy with pre-exec hook support: vfork-style clone(CLONE_VM |
+/// CLONE_VFORK | CLONE_PIDFD) + execve, falling back to a real fork.
 struct fork_exec {
   static constexpr bool supports_pre_exec = true;
   static constexpr std::string_view name = "fork_exec";
@@ -230,19 +338,21 @@ struct fork_exec {
     std::vector<int> scratch(sources.size(), -1);
 
     detail::pipe_pair errors = detail::make_pipe();
-    const detail::child_context ctx{plan.argv.front().c_str(),
-                                    argv.data(),
-                                    envp.data(),
-                                    workdir.c_str(),
-                                    sources.data(),
-                                    scratch.data(),
-                                    static_cast<int>(sources.size()),
-                                    errors.write.get(),
-                                    plan.hook};
+    detail::child_context ctx{plan.argv.front().c_str(),
+                              argv.data(),
+                              envp.data(),
+                              workdir.c_str(),
+                              sources.data(),
+                              scratch.data(),
+                              static_cast<int>(sources.size()),
+                              errors.write.get(),
+                              plan.hook};
 
     auto [pid, pidfd] = clone_child(ctx);
     errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
 
+    // After a vfork-style clone the child has already exec'd or exited, so
+    // this returns at once; after a real fork it waits for the exec.
     detail::child_report report{};
     std::size_t got = 0;
     auto* bytes = reinterpret_cast<char*>(&report);
@@ -265,35 +375,60 @@ struct fork_exec {
     detail::unique_fd pidfd;
   };
 
-  static cloned clone_child(const detail::child_context& ctx) {
-    // clone3 is tried until the kernel (or a seccomp filter) says it is not
-    // there; container runtimes commonly answer ENOSYS for it.
+  static cloned clone_child(detail::child_context& ctx) {
+    // Each path is tried until the kernel (or a seccomp filter) says it is
+    // not there; the answer is kept for the life of the process.
+    static std::atomic<bool> vfork_missing{false};
     static std::atomic<bool> clone3_missing{false};
     int pidfd = -1;
     pid_t pid = -1;
     int error = 0;
-    {
+    const char* call = "clone";
+
+    if (!vfork_missing.load(std::memory_order_relaxed)) {
+      detail::vfork_stack stack;
+      {
+        detail::all_signals_blocked blocked;
+        pid = ::clone(&detail::child_main, stack.top(),
+                      CLONE_VM | CLONE_VFORK | static_cast<int>(detail::clone_pidfd_flag) | SIGCHLD, &ctx, &pidfd);
+        // Only meaningful when clone() returned -1 (the child never ran);
+        // after a successful clone errno holds whatever the child left in
+        // this thread's slot.
+        error = errno;
+      }
+      // `stack` is unmapped here: CLONE_VFORK resumed us only after the
+      // child exec'd or exited.
+      if (pid < 0 && (error == EINVAL || error == ENOSYS || error == EPERM)) {
+        vfork_missing.store(true);
+        pidfd = -1;
+      }
+    }
+
+    if (vfork_missing.load(std::memory_order_relaxed)) {
       detail::all_signals_blocked blocked;
       if (!clone3_missing.load(std::memory_order_relaxed)) {
+        call = "clone3";
         detail::clone3_args args{};
         args.flags = detail::clone_pidfd_flag;
         args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
         args.exit_signal = SIGCHLD;
         pid = static_cast<pid_t>(::syscall(detail::sys_clone3, &args, sizeof args));
-        if (pid == 0) detail::child_main(ctx);
+        if (pid == 0) detail::child_main(&ctx);
         if (pid < 0 && (errno == ENOSYS || errno == EPERM)) clone3_missing.store(true);
       }
       if (pid < 0 && clone3_missing.load(std::memory_order_relaxed)) {
+        call = "fork";
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
         pid = ::_Fork();  // no atfork handlers: nothing may allocate in the child
 #else
         pid = ::fork();
 #endif
-        if (pid == 0) detail::child_main(ctx);
+        if (pid == 0) detail::child_main(&ctx);
       }
       error = errno;
     }
-    if (pid < 0) detail::throw_syscall(clone3_missing.load() ? "fork" : "clone3", error);
+
+    if (pid < 0) detail::throw_syscall(call, error);
     if (pidfd < 0) {
       pidfd = static_cast<int>(::syscall(detail::sys_pidfd_open, pid, 0));
       if (pidfd < 0) {
@@ -330,3 +465,5 @@ struct fork_exec {
 };
 
 }  // namespace bashexec
+
+#undef BASHEXEC_DETAIL_VFORK_CHILD
