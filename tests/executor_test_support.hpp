@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,12 +115,15 @@ inline std::string slurp(const std::filesystem::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-/// A private temporary directory removed at scope exit.
+/// A private directory under `parent` (the system temp dir by default),
+/// removed at scope exit. Sandbox tests pass /var/tmp or the cwd: /tmp is
+/// granted (or replaced) under workspace-write, so "outside" must not be there.
 class temp_dir {
  public:
-  temp_dir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "bashexec-test-XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  explicit temp_dir(const std::filesystem::path& parent = std::filesystem::temp_directory_path(),
+                    const std::string& prefix = "bashexec-test-") {
+    std::string templ = (parent / (prefix + "XXXXXX")).string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed under " + parent.string());
     path_ = templ;
   }
   temp_dir(const temp_dir&) = delete;
@@ -129,6 +133,7 @@ class temp_dir {
     std::filesystem::remove_all(path_, ignored);
   }
   const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
 
  private:
   std::filesystem::path path_;

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "executor_test_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -122,19 +124,7 @@ confined_outcome run_confined(const C& confinement, sandbox_mode mode, const fs:
 
 bool no_children_left() { return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
 
-/// A private directory, removed with the object.
-struct temp_dir {
-  fs::path path;
-  explicit temp_dir(const fs::path& parent, const std::string& prefix = "bashexec-test-") {
-    std::string pattern = (parent / (prefix + "XXXXXX")).string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test_support::temp_dir;
 
 /// A workspace and a sibling "outside" directory, both under /var/tmp so that
 /// neither is covered by /tmp (which workspace-write grants).
@@ -142,7 +132,7 @@ struct sandbox_dirs {
   temp_dir workspace{"/var/tmp", "bashexec-ws-"};
   temp_dir outside{"/var/tmp", "bashexec-out-"};
   std::vector<std::string> env() const {
-    return {"WS=" + workspace.path.string(), "OUT=" + outside.path.string()};
+    return {"WS=" + workspace.path().string(), "OUT=" + outside.path().string()};
   }
 };
 
@@ -392,13 +382,13 @@ TEST_CASE("landlock: under read-only a write into the workspace is denied in the
   SKIP_UNLESS(landlock_missing());
   landlock policy{executor_config{}};
   sandbox_dirs dirs;
-  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
                                        "echo x > \"$WS/f\"", dirs.env());
   CHECK(result.exit_code != 0);
   CHECK_THAT(result.err, Catch::Contains("Permission denied", Catch::CaseSensitive::No));
   CHECK(policy.is_denial(result.err));
   CHECK_FALSE(policy.runner_failure(launch, result.err));
-  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
   CHECK(launch.info.mode == sandbox_mode::read_only);
   REQUIRE(launch.info.level);
   CHECK(*launch.info.level ==
@@ -425,14 +415,14 @@ TEST_CASE("landlock: under read-only truncation and removal outside /dev/null ar
   }
   landlock policy{executor_config{}};
   sandbox_dirs dirs;
-  { std::ofstream(dirs.workspace.path / "keep") << "content\n"; }
-  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+  { std::ofstream(dirs.workspace.path() / "keep") << "content\n"; }
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
                                        "truncate -s 0 \"$WS/keep\"; rm -f \"$WS/keep\"; mkdir \"$WS/d\"",
                                        dirs.env());
   CHECK(result.exit_code != 0);
   CHECK(policy.is_denial(result.err));
-  CHECK(fs::file_size(dirs.workspace.path / "keep") == 8);
-  CHECK_FALSE(fs::exists(dirs.workspace.path / "d"));
+  CHECK(fs::file_size(dirs.workspace.path() / "keep") == 8);
+  CHECK_FALSE(fs::exists(dirs.workspace.path() / "d"));
 }
 
 TEST_CASE("landlock: under workspace-write the workspace and /tmp are writable and elsewhere is not (contract 13)",
@@ -442,28 +432,28 @@ TEST_CASE("landlock: under workspace-write the workspace and /tmp are writable a
   sandbox_dirs dirs;
   temp_dir scratch{"/tmp", "bashexec-ll-tmp-"};
   auto env = dirs.env();
-  env.push_back("SCRATCH=" + scratch.path.string());
+  env.push_back("SCRATCH=" + scratch.path().string());
 
-  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
+  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(),
                               "echo x > \"$WS/f\" && mkdir \"$WS/d\" && mv \"$WS/f\" \"$WS/d/g\" && echo y > "
                               "\"$SCRATCH/x\" && echo z > /dev/null",
                               env);
   CHECK(allowed.result.exit_code == 0);
   CHECK(allowed.result.err.empty());
-  CHECK(fs::exists(dirs.workspace.path / "d" / "g"));
-  CHECK(fs::exists(scratch.path / "x"));
+  CHECK(fs::exists(dirs.workspace.path() / "d" / "g"));
+  CHECK(fs::exists(scratch.path() / "x"));
 
-  auto outside = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path, "echo x > \"$OUT/f\"", env);
+  auto outside = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(), "echo x > \"$OUT/f\"", env);
   CHECK(outside.result.exit_code != 0);
   CHECK(policy.is_denial(outside.result.err));
-  CHECK_FALSE(fs::exists(dirs.outside.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.outside.path() / "f"));
 
   temp_dir home_dir{"/root", ".bashexec-home-"};
-  auto home = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
-                           "echo x > \"" + home_dir.path.string() + "/f\"", env);
+  auto home = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(),
+                           "echo x > \"" + home_dir.path().string() + "/f\"", env);
   CHECK(home.result.exit_code != 0);
   CHECK(policy.is_denial(home.result.err));
-  CHECK_FALSE(fs::exists(home_dir.path / "f"));
+  CHECK_FALSE(fs::exists(home_dir.path() / "f"));
 }
 
 TEST_CASE("landlock: the denial dialect is \"permission denied\", matched case-insensitively (contract 16)",
@@ -512,13 +502,13 @@ TEST_CASE("bwrap: under read-only a write into the workspace is denied in the bw
   SKIP_UNLESS(bwrap_missing());
   bwrap policy(config_with_bwrap());
   sandbox_dirs dirs;
-  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
                                        "echo x > \"$WS/f\"", dirs.env());
   CHECK(result.exit_code != 0);
   CHECK_THAT(result.err, Catch::Contains("read-only file system", Catch::CaseSensitive::No));
   CHECK(policy.is_denial(result.err));
   CHECK_FALSE(policy.runner_failure(launch, result.err));
-  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
 }
 
 TEST_CASE("bwrap: under read-only /dev/null is writable and files are readable (contract 13)", "[bwrap]") {
@@ -536,29 +526,29 @@ TEST_CASE("bwrap: under workspace-write the workspace and /tmp are writable and 
   SKIP_UNLESS(bwrap_missing());
   bwrap policy(config_with_bwrap());
   sandbox_dirs dirs;
-  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path,
+  auto allowed = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(),
                               "echo x > \"$WS/f\" && echo y > /tmp/x && echo z > /dev/null", dirs.env());
   CHECK(allowed.result.exit_code == 0);
   CHECK(allowed.result.err.empty());
-  CHECK(fs::exists(dirs.workspace.path / "f"));
+  CHECK(fs::exists(dirs.workspace.path() / "f"));
 
   auto outside =
-      run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path, "echo x > \"$OUT/f\"", dirs.env());
+      run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(), "echo x > \"$OUT/f\"", dirs.env());
   CHECK(outside.result.exit_code != 0);
   CHECK(policy.is_denial(outside.result.err));
   CHECK_FALSE(policy.runner_failure(outside.launch, outside.result.err));
-  CHECK_FALSE(fs::exists(dirs.outside.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.outside.path() / "f"));
 }
 
 TEST_CASE("bwrap: a workspace under /tmp stays writable under workspace-write (contract 14)", "[bwrap]") {
   SKIP_UNLESS(bwrap_missing());
   bwrap policy(config_with_bwrap());
   temp_dir workspace{"/tmp", "bashexec-ws-"};
-  auto [result, launch] = run_confined(policy, sandbox_mode::workspace_write, workspace.path, "echo x > \"$WS/f\"",
-                                       {"WS=" + workspace.path.string()});
+  auto [result, launch] = run_confined(policy, sandbox_mode::workspace_write, workspace.path(), "echo x > \"$WS/f\"",
+                                       {"WS=" + workspace.path().string()});
   CHECK(result.exit_code == 0);
   CHECK(result.err.empty());
-  CHECK(fs::exists(workspace.path / "f"));
+  CHECK(fs::exists(workspace.path() / "f"));
 }
 
 TEST_CASE("bwrap: a command that merely prints \"bwrap: \" is not a runner failure (contract 16)", "[bwrap]") {
@@ -573,7 +563,7 @@ TEST_CASE("bwrap: a command that merely prints \"bwrap: \" is not a runner failu
 TEST_CASE("bwrap: a runner that fails before starting the command is a runner failure, known structurally (contract 16)",
           "[bwrap]") {
   temp_dir dir{"/var/tmp"};
-  const fs::path fake = dir.path / "bwrap";
+  const fs::path fake = dir.path() / "bwrap";
   {
     std::ofstream script(fake);
     script << "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n";
@@ -705,12 +695,12 @@ TEST_CASE("runner_command: bwrap as the operator's runner confines and reads den
   config.sandbox.runner_failure_signatures = {"bwrap: "};
   runner_command policy(config);
   sandbox_dirs dirs;
-  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path,
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
                                        "echo x > \"$WS/f\"", dirs.env());
   CHECK(result.exit_code != 0);
   CHECK(policy.is_denial(result.err));
   CHECK_FALSE(policy.runner_failure(launch, result.err));
-  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
 }
 
 // ---------------------------------------------------------------------------
@@ -858,11 +848,11 @@ TEST_CASE("chain: bwrap then landlock, probed functionally, confines a real comm
   CHECK_FALSE(policy.selected_name().empty());
   sandbox_dirs dirs;
   auto [result, launch] =
-      run_confined(policy, sandbox_mode::read_only, dirs.workspace.path, "echo x > \"$WS/f\"", dirs.env());
+      run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(), "echo x > \"$WS/f\"", dirs.env());
   CHECK(result.exit_code != 0);
   CHECK(policy.is_denial(result.err));
   CHECK_FALSE(policy.runner_failure(launch, result.err));
-  CHECK_FALSE(fs::exists(dirs.workspace.path / "f"));
+  CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
 }
 
 TEST_CASE("chain: rejecting bwrap in the probe falls through to landlock, which installs a pre-exec hook "

@@ -87,28 +87,9 @@ enforcement expected_level() {
     return enforcement::full;
 }
 
-/// A private directory under `parent`, removed with the object. The sandbox
-/// tests keep their directories under /var/tmp: /tmp is granted by
+/// Directories of the sandbox tests live under /var/tmp: /tmp is granted by
 /// workspace-write, so "outside the workspace" must not be there.
-class scratch_dir {
- public:
-  explicit scratch_dir(const fs::path& parent = "/var/tmp", const std::string& prefix = "bashexec-sbx-") {
-    std::string pattern = (parent / (prefix + "XXXXXX")).string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  ~scratch_dir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using scratch_dir = test_support::temp_dir;
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -630,7 +611,7 @@ TEST_CASE(
     "protected paths: the bwrap profile binds each existing protected path read-only after the workspace, under "
     "workspace-write only",
     "[sandbox][bwrap][protected]") {
-  scratch_dir ws;
+  scratch_dir ws{"/var/tmp", "bashexec-sbx-"};
   fs::create_directory(ws.path() / ".git");
   fs::create_directories(ws.path() / "sub" / "keep");
   const std::string git = (ws.path() / ".git").string();

@@ -17,6 +17,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "executor_test_support.hpp"
+
 #include <bashexec/bashexec.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
@@ -27,20 +29,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory, removed at scope exit. Created under the current
-/// directory rather than /tmp: `workspace-write` gives a sandboxed command a
-/// private /tmp, and a write there would not land where the test looks.
-struct scratch_dir {
-  fs::path path;
-  explicit scratch_dir(fs::path parent = fs::current_path()) {
-    std::string pattern = (parent / "bashexec-live-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+/// Scratch directories live under the current directory rather than /tmp:
+/// `workspace-write` gives a bwrap-sandboxed command a private /tmp, and a
+/// write there would not land where the test looks.
+struct scratch_dir : test_support::temp_dir {
+  scratch_dir() : test_support::temp_dir(fs::current_path(), "bashexec-live-") {}
 };
 
 /// A spawn policy that records what every child was really given, then
@@ -118,14 +111,14 @@ TEST_CASE("live, contract 20: stderr, a timeout and truncation all show in order
           "[tools][live][contract-20]") {
   scratch_dir work;
   executor_config config;
-  config.cwd = work.path;
+  config.cwd = work.path();
   config.output_cap = 8;
   config.kill_grace = 500ms;
   local_executor executor(config);
   bash_tools tools(executor);
   auto args = bash_args("printf 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\\n'; echo warn >&2; sleep 30");
   args["timeoutMs"] = 300;
-  const auto result = tools.call("bash", args, session("s1", work.path));
+  const auto result = tools.call("bash", args, session("s1", work.path()));
   INFO(result.text);
   CHECK_FALSE(result.is_error);
   CHECK_THAT(result.text, Catch::StartsWith("aaaaaaa\n\n[output truncated; full output: /"));
@@ -141,34 +134,34 @@ TEST_CASE("live, contract 20: stderr, a timeout and truncation all show in order
 TEST_CASE("live, contract 20: a non-zero exit ends with the exit marker and is not an error", "[tools][live]") {
   scratch_dir work;
   executor_config config;
-  config.cwd = work.path;
+  config.cwd = work.path();
   local_executor executor(config);
   bash_tools tools(executor);
-  CHECK(tools.call("bash", bash_args("echo out; echo err >&2; exit 3"), session("s1", work.path)) ==
+  CHECK(tools.call("bash", bash_args("echo out; echo err >&2; exit 3"), session("s1", work.path())) ==
         tool_result{"out\n[stderr]\nerr\n[exit code: 3]", false});
-  CHECK(tools.call("bash", bash_args("true"), session("s1", work.path)) == tool_result{"(no output)", false});
+  CHECK(tools.call("bash", bash_args("true"), session("s1", work.path())) == tool_result{"(no output)", false});
 }
 
 TEST_CASE("live: no shell state persists, workdir is resolved against the session cwd", "[tools][live]") {
   scratch_dir work;
-  fs::create_directory(work.path / "sub");
+  fs::create_directory(work.path() / "sub");
   executor_config config;
   config.cwd = "/";
   local_executor executor(config);
   bash_tools tools(executor);
-  const auto context = session("s1", work.path);
-  CHECK(tools.call("bash", bash_args("pwd"), context).text == work.path.string() + "\n");
+  const auto context = session("s1", work.path());
+  CHECK(tools.call("bash", bash_args("pwd"), context).text == work.path().string() + "\n");
   auto args = bash_args("cd sub && export X=1 && pwd");
-  CHECK(tools.call("bash", args, context).text == (work.path / "sub").string() + "\n");
+  CHECK(tools.call("bash", args, context).text == (work.path() / "sub").string() + "\n");
   args = bash_args("pwd; echo \"${X-unset}\"");
   args["workdir"] = "sub";
-  CHECK(tools.call("bash", args, context).text == (work.path / "sub").string() + "\nunset\n");
+  CHECK(tools.call("bash", args, context).text == (work.path() / "sub").string() + "\nunset\n");
 }
 
 TEST_CASE("live, contract 21: model-supplied stdin and env never reach the child", "[tools][live][contract-21]") {
   scratch_dir work;
   executor_config config;
-  config.cwd = work.path;
+  config.cwd = work.path();
   recording_executor executor(config);
   bash_tools tools(executor);
   {
@@ -178,7 +171,7 @@ TEST_CASE("live, contract 21: model-supplied stdin and env never reach the child
   auto args = bash_args("cat; echo \"[${MODEL_VAR-unset}]\"");
   args["stdin"] = "typed by the model\n";
   args["env"] = {{"MODEL_VAR", "set by the model"}};
-  CHECK(tools.call("bash", args, session("s1", work.path)) == tool_result{"[unset]\n", false});
+  CHECK(tools.call("bash", args, session("s1", work.path())) == tool_result{"[unset]\n", false});
 
   std::lock_guard lock(recording_spawn::mutex);
   REQUIRE(recording_spawn::records.size() == 1);
@@ -190,10 +183,10 @@ TEST_CASE("live, contract 21: model-supplied stdin and env never reach the child
 TEST_CASE("live: invalid UTF-8 printed by a command renders as valid UTF-8", "[tools][live][utf8]") {
   scratch_dir work;
   executor_config config;
-  config.cwd = work.path;
+  config.cwd = work.path();
   local_executor executor(config);
   bash_tools tools(executor);
-  const auto result = tools.call("bash", bash_args("printf 'a\\377b\\342\\202'"), session("s1", work.path));
+  const auto result = tools.call("bash", bash_args("printf 'a\\377b\\342\\202'"), session("s1", work.path()));
   CHECK(result.text == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
   CHECK_NOTHROW(json(result.text).dump());
 }
@@ -202,13 +195,13 @@ TEST_CASE("live, contract 19-20: background tasks, the owner fence and the compl
           "[tools][live][contract-19]") {
   scratch_dir work;
   executor_config config;
-  config.cwd = work.path;
+  config.cwd = work.path();
   config.kill_grace = 500ms;
   local_executor executor(config);
   notice_box box;
   bash_tools tools(executor, box.callback());
-  const auto alice = session("alice", work.path);
-  const auto bob = session("bob", work.path);
+  const auto alice = session("alice", work.path());
+  const auto bob = session("bob", work.path());
 
   auto args = bash_args("echo hi; echo oops >&2; exit 3");
   args["run_in_background"] = true;
@@ -248,8 +241,8 @@ TEST_CASE("live, contract 19-20: background tasks, the owner fence and the compl
 TEST_CASE("live, contract 18: an approved escalation's write lands; the next call is back under the session's mode",
           "[tools][live][contract-18][sandbox]") {
   scratch_dir root;
-  const fs::path workspace = root.path / "workspace";
-  const fs::path outside = root.path / "outside";
+  const fs::path workspace = root.path() / "workspace";
+  const fs::path outside = root.path() / "outside";
   fs::create_directories(workspace);
   fs::create_directories(outside);
   executor_config config;
@@ -303,20 +296,20 @@ TEST_CASE("live, contract 18: without the override the executor default (read-on
           "[tools][live][contract-18][sandbox]") {
   scratch_dir root;
   executor_config config;
-  config.cwd = root.path;
+  config.cwd = root.path();
   sandbox_executor executor(config);
   if (!sandbox_usable(executor)) return;
   bash_tools tools(executor);
-  auto context = session("s1", root.path);
+  auto context = session("s1", root.path());
   const auto result = tools.call("bash", bash_args("touch x"), context);
   CHECK_THAT(result.text, Catch::Contains("[sandbox: file access denied under read-only mode]"));
-  CHECK_FALSE(fs::exists(root.path / "x"));
+  CHECK_FALSE(fs::exists(root.path() / "x"));
 
   session_log log;
   set_sandbox_mode(log, sandbox_mode::workspace_write);
   context.log = &log;
   CHECK(tools.call("bash", bash_args("touch x"), context) == tool_result{"(no output)", false});
-  CHECK(fs::exists(root.path / "x"));
+  CHECK(fs::exists(root.path() / "x"));
 }
 
 #endif  // __has_include(<bashexec/bashexec.hpp>)

@@ -20,7 +20,11 @@
 namespace bashexec {
 
 /// Work done in the child between fork and exec. It must be
-/// async-signal-safe: no allocation, no locks. Returns 0 or an errno value.
+/// async-signal-safe: no allocation, no locks. Under `fork_exec` it runs in a
+/// CLONE_VM|CLONE_VFORK child on a small private stack while the parent
+/// thread is suspended: it must not write memory the parent can see (errno
+/// aside) nor rely on thread-local state other than errno.
+/// Returns 0 or an errno value.
 struct pre_exec_hook {
   int (*run)(const void* context) noexcept = nullptr;
   const void* context = nullptr;

@@ -44,7 +44,7 @@ inline std::optional<exit_facts> try_reap(int pidfd) {
 }
 
 /// Blocks until the child exits and reaps it (used on error paths).
-inline void reap_blocking(pid_t pid) {
+inline void reap_blocking(pid_t pid) noexcept {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

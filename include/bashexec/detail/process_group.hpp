@@ -21,7 +21,7 @@ inline void signal_group(pid_t pgid, int signo) noexcept { ::kill(-pgid, signo);
 
 /// Reads field 3 (state) and 5 (pgrp) of /proc/<pid>/stat.
 inline bool stat_member(const char* pid_name, pid_t pgid, bool& alive) noexcept {
-  char path[64];
+  char path[sizeof "/proc//stat" + sizeof(dirent::d_name)];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid_name);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;

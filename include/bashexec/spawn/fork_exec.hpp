@@ -91,6 +91,8 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/detail/c_strings.hpp"
+#include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
@@ -292,21 +294,6 @@ class vfork_stack {
   std::size_t page_ = 0;
 };
 
-/// Pointers into `strings`, null-terminated, as execve wants them.
-inline std::vector<char*> c_string_array(const std::vector<std::string>& strings) {
-  std::vector<char*> array;
-  array.reserve(strings.size() + 1);
-  for (const auto& s : strings) array.push_back(const_cast<char*>(s.c_str()));
-  array.push_back(nullptr);
-  return array;
-}
-
-inline void reap(pid_t pid) noexcept {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-}
-
 }  // namespace detail
 
 /// Spawn policy with pre-exec hook support: vfork-style clone(CLONE_VM |
@@ -364,7 +351,7 @@ struct fork_exec {
     }
     if (got == 0) return spawned_process{pid, std::move(pidfd)};
 
-    detail::reap(pid);
+    detail::reap_blocking(pid);
     if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
     throw_child_failure(plan, workdir, report);
   }
@@ -434,7 +421,7 @@ struct fork_exec {
       if (pidfd < 0) {
         error = errno;
         ::kill(pid, SIGKILL);
-        detail::reap(pid);
+        detail::reap_blocking(pid);
         detail::throw_syscall("pidfd_open", error);
       }
     }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/detail/c_strings.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/spawn.hpp"
 
@@ -22,8 +23,8 @@ struct posix_spawner {
   static constexpr std::string_view name = "posix_spawn";
 
   static spawned_process spawn(const launch_plan& plan) {
-    auto argv = pointers(plan.argv);
-    auto envp = pointers(plan.env);
+    auto argv = detail::c_string_array(plan.argv);
+    auto envp = detail::c_string_array(plan.env);
 
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
@@ -75,13 +76,6 @@ struct posix_spawner {
   }
 
  private:
-  static std::vector<char*> pointers(const std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    out.reserve(strings.size() + 1);
-    for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-    out.push_back(nullptr);
-    return out;
-  }
   static void check(int rc, const char* call) {
     if (rc != 0) detail::throw_syscall(call, rc);
   }
