@@ -8,8 +8,20 @@
 // ROOT, a symlink at its target (after the workspace bind, so it is mounted
 // over the writable tree: `.git` stays read-only, DESIGN.md "Beyond"). The
 // check runs at each spawn; a path created during the command (`git init`)
-// is protected from the next spawn on. No pid or network unsharing:
-// process-group kills must keep reaching the command.
+// is protected from the next spawn on. No pid unsharing: process-group kills
+// must keep reaching the command.
+//
+// Network (`sandbox.network`, network_access.hpp): `loopback` and `none` add
+// `--unshare-net`, a fresh network namespace whose only interface is its own
+// loopback (bwrap brings it up). Nothing outside the sandbox is reachable —
+// not the internet, not the host's 127.0.0.1 services, not the host's
+// abstract unix sockets (they are per network namespace). The private
+// loopback is kept under `none` too: bwrap cannot leave it out, and it
+// reaches nothing but the sandbox itself, so "nothing outside is reachable"
+// holds. A network namespace touches neither the process group (kills work
+// as before) nor the status fd; the level stays `full`. Named unix sockets
+// on the read-only tree stay reachable (connect(2) is not a write that a
+// read-only mount refuses): local IPC, not network.
 //
 // Runner failure is structural. `prepare` passes `--json-status-fd N` with the
 // pipe's write end appended to `plan.inherited_fds` (N = 3 + its index) and
@@ -51,9 +63,11 @@ namespace detail {
 /// The bwrap-shaped arguments confining one spawn under `mode` (contract 14),
 /// shared by `bwrap` and `runner_command`. Never called for
 /// danger-full-access. Protected paths that exist under `root` are bound
-/// read-only over the workspace bind (workspace-write only).
+/// read-only over the workspace bind (workspace-write only). A confined
+/// `network` ends the list with `--unshare-net`.
 inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
-                                                   const std::vector<std::filesystem::path>& protected_paths = {}) {
+                                                   const std::vector<std::filesystem::path>& protected_paths = {},
+                                                   network_access network = network_access::full) {
   std::vector<std::string> args{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"};
   if (mode == sandbox_mode::workspace_write) {
     const std::string dir = root.string();
@@ -61,6 +75,7 @@ inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std:
     for (const auto& path : existing_protected_paths(root, protected_paths))
       args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
   }
+  if (confines_network(network)) args.emplace_back("--unshare-net");
   return args;
 }
 
@@ -140,7 +155,8 @@ class bwrap {
   explicit bwrap(const executor_config& config)
       : configured_(config.sandbox.bwrap_program),
         program_(detail::find_program(config.sandbox.bwrap_program)),
-        protected_(config.sandbox.protected_paths) {}
+        protected_(config.sandbox.protected_paths),
+        network_(config.sandbox.network) {}
 
   /// The resolved absolute bwrap path, empty when none was found.
   const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
@@ -161,7 +177,7 @@ class bwrap {
     plan.inherited_fds.push_back(status.write.get());
 
     std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
-    auto profile = detail::bwrap_profile_args(mode, root, protected_);
+    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_);
     argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
     argv.emplace_back("--");
     argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
@@ -204,6 +220,7 @@ class bwrap {
   std::filesystem::path configured_;
   std::optional<std::filesystem::path> program_;
   std::vector<std::filesystem::path> protected_;
+  network_access network_;
 };
 
 static_assert(confining_policy<bwrap>);

@@ -24,6 +24,28 @@
 // nothing. So the root is granted whole and `partial` says honestly that a
 // promised file effect is not governed.
 //
+// Network (`sandbox.network`, network_access.hpp). Landlock has no network
+// namespace and its ABI 4 rights cover TCP bind/connect only, by port, never
+// by address — "loopback only" is not expressible. So `loopback` and `none`
+// are enforced alike, stricter than `loopback` asks (the command cannot use
+// even a loopback of its own):
+//   - a seccomp filter (detail/seccomp_network.hpp), built in the parent and
+//     installed by the hook after no_new_privs and landlock_restrict_self:
+//     socket/socketpair of every family but AF_UNIX fail with EPERM (TCP,
+//     UDP, raw, packet, netlink, vsock …), io_uring_setup with ENOSYS;
+//   - ABI >= 4: TCP bind and connect handled with no rule (denied), a second
+//     wall behind the filter;
+//   - ABI >= 6: abstract unix sockets scoped to the domain, as a network
+//     namespace would (bwrap) — named unix sockets stay reachable under both.
+// With the filter the network promise is fully governed and the level is the
+// file level. On an architecture without the filter (not x86_64/aarch64)
+// only Landlock's TCP rights remain: ABI >= 4 → `partial` (UDP and the rest
+// are not governed); below ABI 4 nothing would be governed → fail closed,
+// `sandbox_unavailable`, for `loopback` as for `none`. A kernel without
+// seccomp filters fails the hook → the command never runs.
+// A refused socket prints "Operation not permitted", not the file-denial
+// dialect, so a network failure is never reported as `denied`.
+//
 // Runner failure is structural: when the hook fails the spawn throws
 // `pre_exec_failed` (the command never ran), so `runner_failure` has nothing
 // to add and returns empty. Denial dialect: "permission denied" (EACCES).
@@ -51,6 +73,7 @@
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/landlock.hpp"
 #include "bashexec/detail/protected_paths.hpp"
+#include "bashexec/detail/seccomp_network.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
@@ -61,19 +84,23 @@ namespace bashexec {
 namespace detail {
 
 /// What the child's hook reads: the ruleset descriptor number, valid in the
-/// child because fork_exec runs hooks before renumbering descriptors.
+/// child because fork_exec runs hooks before renumbering descriptors, and
+/// the network filter when the network is confined (built here, in the parent).
 struct landlock_ruleset {
   unique_fd fd;
   int number = -1;
+  std::optional<network_filter> filter;
 };
 
-/// The pre-exec hook. Async-signal-safe: two bare system calls.
+/// The pre-exec hook. Async-signal-safe: bare system calls only.
 inline int landlock_apply(const void* context) noexcept {
   const auto* ruleset = static_cast<const landlock_ruleset*>(context);
   // Unprivileged restriction requires no_new_privs; it also keeps a setuid
   // binary from escaping the domain.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   if (landlock_restrict_self(ruleset->number, 0) != 0) return errno;
+  if (ruleset->filter)
+    if (int error = install_network_filter(*ruleset->filter); error != 0) return error;
   return 0;
 }
 
@@ -92,7 +119,17 @@ class landlock {
       "enable Landlock: Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in "
       "the lsm= boot parameter (ABI 3, Linux >= 6.2, for full enforcement)";
 
-  explicit landlock(const executor_config& config) : protected_(config.sandbox.protected_paths) {}
+  explicit landlock(const executor_config& config)
+      : protected_(config.sandbox.protected_paths), network_(config.sandbox.network) {}
+
+  /// Whether this policy confines the network under `abi` fully (`full`), only
+  /// partly (`partial`: TCP alone), or not at all (empty: `prepare` throws
+  /// sandbox_unavailable). Meaningless for network_access::full.
+  static std::optional<enforcement> network_level(int abi) noexcept {
+    if (detail::network_filter_supported) return enforcement::full;
+    if (abi >= detail::landlock_net_abi) return enforcement::partial;
+    return std::nullopt;
+  }
 
   /// The kernel's Landlock ABI version, or -errno when there is none.
   static int abi() noexcept { return detail::landlock_abi(); }
@@ -106,10 +143,25 @@ class landlock {
       throw std::logic_error(fmt::format("landlock: the launch plan already has a pre-exec hook ({})",
                                          plan.hook.stage ? plan.hook.stage : "unnamed"));
 
+    const bool network = confines_network(network_);
+    const std::optional<enforcement> net_level = network ? network_level(version) : enforcement::full;
+    if (!net_level)
+      throw sandbox_unavailable(
+          mode, fmt::format("landlock cannot confine the network (sandbox.network = {}): Landlock ABI {} has no "
+                            "network rights (ABI 4, Linux >= 6.7) and no seccomp filter is built for this "
+                            "architecture; use bwrap, or sandbox.network = full",
+                            network_, version));
+
     const std::uint64_t handled = detail::landlock_fs_rights_for_abi(version);
-    const detail::landlock_ruleset_attr attr{handled};
+    detail::landlock_ruleset_attr attr;
+    attr.handled_access_fs = handled;
+    if (network && version >= detail::landlock_net_abi)
+      attr.handled_access_net = detail::landlock_access_net_bind_tcp | detail::landlock_access_net_connect_tcp;
+    if (network && version >= detail::landlock_scope_abi)
+      attr.scoped = detail::landlock_scope_abstract_unix_socket;
     auto ruleset = std::make_shared<detail::landlock_ruleset>();
-    ruleset->fd.reset(detail::landlock_create_ruleset(&attr, sizeof attr, 0));
+    if (network && detail::network_filter_supported) ruleset->filter.emplace();
+    ruleset->fd.reset(detail::landlock_create_ruleset(&attr, detail::landlock_ruleset_attr_size(attr), 0));
     if (!ruleset->fd) detail::throw_syscall("landlock_create_ruleset");
     ruleset->number = ruleset->fd.get();
 
@@ -123,12 +175,13 @@ class landlock {
       allow(fd, mode, "/tmp", handled, false);
     }
 
-    plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(), "landlock_restrict_self"};
+    plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(),
+                              ruleset->filter ? "landlock_restrict_self / seccomp network filter"
+                                              : "landlock_restrict_self"};
     confined_launch launch;
     launch.info.mode = mode;
-    launch.info.level = version >= full_enforcement_abi && !leaves_protected_path_writable(mode, root)
-                            ? enforcement::full
-                            : enforcement::partial;
+    const bool files_full = version >= full_enforcement_abi && !leaves_protected_path_writable(mode, root);
+    launch.info.level = files_full && *net_level == enforcement::full ? enforcement::full : enforcement::partial;
     launch.keep_alive = std::move(ruleset);
     return launch;
   }
@@ -174,6 +227,7 @@ class landlock {
   }
 
   std::vector<std::filesystem::path> protected_;
+  network_access network_;
 };
 
 static_assert(confining_policy<landlock>);

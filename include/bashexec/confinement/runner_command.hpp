@@ -1,7 +1,9 @@
 // confinement/runner_command: an operator-supplied, bwrap-compatible runner
 // (DESIGN.md contract 13, 14, 16). argv becomes
 //   sandbox.runner_argv…, <the bwrap profile of bwrap.hpp>, "--", argv…
-// (protected paths included: each existing one is `--ro-bind`ed read-only).
+// (protected paths included: each existing one is `--ro-bind`ed read-only;
+// a confined `sandbox.network` adds `--unshare-net`, which the runner must
+// therefore understand — see bwrap.hpp for what it promises).
 // The runner has no status channel, so its failures are recognised by
 // signatures: the configured `sandbox.runner_failure_signatures` anywhere in
 // stderr, plus the shell's "cannot start it" shapes on a line naming the
@@ -56,7 +58,8 @@ class runner_command {
   explicit runner_command(const executor_config& config)
       : argv_(config.sandbox.runner_argv),
         signatures_(config.sandbox.runner_failure_signatures),
-        protected_(config.sandbox.protected_paths) {
+        protected_(config.sandbox.protected_paths),
+        network_(config.sandbox.network) {
     if (argv_.empty() || argv_.front().empty())
       throw std::invalid_argument("sandbox.runner_argv must name the runner program for runner_command");
     if (signatures_.empty())
@@ -91,7 +94,7 @@ class runner_command {
       launch.status = std::move(marker.read);
     }
     argv.insert(argv.end(), argv_.begin() + 1, argv_.end());
-    auto profile = detail::bwrap_profile_args(mode, root, protected_);
+    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_);
     argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
     argv.emplace_back("--");
     argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
@@ -139,6 +142,7 @@ class runner_command {
   std::vector<std::string> argv_;
   std::vector<std::string> signatures_;
   std::vector<std::filesystem::path> protected_;
+  network_access network_;
   std::optional<std::filesystem::path> program_;
 };
 

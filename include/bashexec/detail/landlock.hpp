@@ -66,11 +66,32 @@ inline constexpr std::uint64_t landlock_file_rights =
 inline constexpr std::uint64_t landlock_read_rights =
     landlock_access_fs_execute | landlock_access_fs_read_file | landlock_access_fs_read_dir;
 
-/// Only the first field is used: passing its size keeps net and scope rules
-/// (ABI 4, 6) unhandled, which is what file-effect modes want.
+// Network access rights (ABI 4): TCP only — UDP, raw and unix sockets are not
+// governed by Landlock at all.
+inline constexpr std::uint64_t landlock_access_net_bind_tcp = 1ULL << 0;     // ABI 4
+inline constexpr std::uint64_t landlock_access_net_connect_tcp = 1ULL << 1;  // ABI 4
+inline constexpr int landlock_net_abi = 4;
+
+// Scopes (ABI 6): IPC that may not leave the domain.
+inline constexpr std::uint64_t landlock_scope_abstract_unix_socket = 1ULL << 0;  // ABI 6
+inline constexpr std::uint64_t landlock_scope_signal = 1ULL << 1;                // ABI 6
+inline constexpr int landlock_scope_abi = 6;
+
+/// The kernel's struct, grown by ABI: `handled_access_net` from 4, `scoped`
+/// from 6. `landlock_ruleset_attr_size` passes only the prefix that is in use,
+/// so a file-only ruleset looks exactly like an ABI 1 one to any kernel.
 struct landlock_ruleset_attr {
-  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_fs = 0;
+  std::uint64_t handled_access_net = 0;
+  std::uint64_t scoped = 0;
 };
+
+/// The size to pass for `attr`: the shortest prefix holding every non-zero field.
+constexpr std::size_t landlock_ruleset_attr_size(const landlock_ruleset_attr& attr) noexcept {
+  if (attr.scoped != 0) return sizeof(landlock_ruleset_attr);
+  if (attr.handled_access_net != 0) return offsetof(landlock_ruleset_attr, scoped);
+  return offsetof(landlock_ruleset_attr, handled_access_net);
+}
 
 struct [[gnu::packed]] landlock_path_beneath_attr {
   std::uint64_t allowed_access;
