@@ -38,6 +38,7 @@
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/listeners.hpp"
 #include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/resource_limits.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/policies.hpp"
@@ -128,6 +129,11 @@ class basic_executor {
                 config_.keep_spill_dir),
         confinement_(config_),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
+    if (!spawn_type::supports_pre_exec && config_.limits.any())
+      throw std::invalid_argument(fmt::format(
+          "limits: resource limits are applied in the child before exec, which the {} spawn policy cannot do; "
+          "use basic_executor<policies<spawn_with<fork_exec>>>",
+          spawn_type::name));
     dev_null_ = detail::unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null_) detail::throw_syscall("open /dev/null");
     dev_null_ = detail::above_stdio(std::move(dev_null_));
@@ -372,6 +378,7 @@ class basic_executor {
     p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
+    p.plan.limits = detail::plan_limits(config_.limits);
     if constexpr (Confinement::confines) {
       if (confinement) {
         p.confined = confinement->prepare(mode, workspace_root_, p.plan);

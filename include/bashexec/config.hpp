@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/network_access.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
 namespace bashexec {
@@ -42,6 +43,46 @@ struct sandbox_config {
   /// existing one read-only; Landlock cannot (its rules only add access), so
   /// it reports `enforcement::partial` instead — see confinement/landlock.hpp.
   std::vector<std::filesystem::path> protected_paths{".git"};
+  /// Network confinement of every confined call, orthogonal to the mode
+  /// (danger-full-access ignores it). `full` (the default) changes nothing;
+  /// `loopback` and `none` give bwrap and `runner_command` `--unshare-net`
+  /// (a private network namespace: only its own loopback); Landlock denies
+  /// every non-unix socket (seccomp) plus TCP bind/connect (ABI >= 4), so
+  /// there `loopback` acts as `none`. See network_access.hpp and
+  /// docs/security.md "Network".
+  network_access network = network_access::full;
+};
+
+/// Optional resource limits for every spawn (DESIGN.md "Beyond": a fork bomb
+/// or a runaway command cannot take the host down). Empty fields inherit the
+/// host's limits; all empty (the default) changes nothing. Each given value
+/// becomes the child's soft and hard limit (so the command cannot raise it
+/// back — unless it runs as root), clamped to the host's own hard limit: a
+/// limit never loosens the host's. Applied with setrlimit in the child right
+/// before exec, so they need a spawn policy with a pre-exec hook
+/// (`spawn_with<fork_exec>`); an executor over `posix_spawner` rejects them.
+/// All but `max_processes` bound each process of the command separately.
+struct resource_limits {
+  /// RLIMIT_NPROC. Counted per real user id across the whole system — the
+  /// host's own processes and other sessions of the same user included —
+  /// and not enforced at all for root (CAP_SYS_RESOURCE / CAP_SYS_ADMIN).
+  std::optional<std::uint64_t> max_processes;
+  /// RLIMIT_AS: virtual address space per process, in bytes (not resident
+  /// memory: runtimes that reserve large mappings need headroom).
+  std::optional<std::uint64_t> max_address_space_bytes;
+  /// RLIMIT_CPU: CPU time per process. SIGXCPU at the limit, SIGKILL one
+  /// second later for a process that survives it. Wall time is `timeout`.
+  std::optional<std::chrono::seconds> max_cpu_time;
+  /// RLIMIT_FSIZE: the largest file a process may write, in bytes; a write
+  /// past it raises SIGXFSZ (or fails with EFBIG when that is ignored).
+  std::optional<std::uint64_t> max_file_size_bytes;
+  /// RLIMIT_NOFILE: one more than the highest descriptor number a process
+  /// may open.
+  std::optional<std::uint64_t> max_open_files;
+
+  bool any() const noexcept {
+    return max_processes || max_address_space_bytes || max_cpu_time || max_file_size_bytes || max_open_files;
+  }
 };
 
 struct executor_config {
@@ -68,6 +109,8 @@ struct executor_config {
   /// Receives contained errors (a throwing listener); stderr when empty.
   std::function<void(std::string_view)> error_sink;
   sandbox_config sandbox;
+  /// Per-spawn resource limits; none by default.
+  resource_limits limits;
 };
 
 namespace detail {
@@ -107,6 +150,16 @@ inline void validate(const executor_config& config) {
           "sandbox.protected_paths entry \"{}\" names the whole workspace; use read-only mode instead",
           path.string()));
   }
+  auto require_positive_limit = [](const std::optional<std::uint64_t>& value, std::string_view field) {
+    if (value && *value == 0) throw std::invalid_argument(fmt::format("limits.{} must be positive, got 0", field));
+  };
+  require_positive_limit(config.limits.max_processes, "max_processes");
+  require_positive_limit(config.limits.max_address_space_bytes, "max_address_space_bytes");
+  require_positive_limit(config.limits.max_file_size_bytes, "max_file_size_bytes");
+  require_positive_limit(config.limits.max_open_files, "max_open_files");
+  if (config.limits.max_cpu_time && config.limits.max_cpu_time->count() <= 0)
+    throw std::invalid_argument(
+        fmt::format("limits.max_cpu_time must be positive, got {} s", config.limits.max_cpu_time->count()));
 }
 
 }  // namespace bashexec

@@ -6,12 +6,20 @@
 //   - default signal dispositions and an empty signal mask;
 //   - fds 0,1,2 from the plan, `inherited_fds[i]` as fd 3+i, nothing else;
 //   - the working directory and environment of the plan.
+// A policy with `supports_pre_exec` also runs the plan's hook and applies its
+// `limits` in the child before exec; a policy without it must refuse a plan
+// that carries either rather than start the command unhooked or unlimited.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "bashexec/detail/unique_fd.hpp"
@@ -34,6 +42,51 @@ struct pre_exec_hook {
   explicit operator bool() const noexcept { return run != nullptr; }
 };
 
+/// One setrlimit for the child: `resource` is an RLIMIT_* value, `soft` and
+/// `hard` are rlim_cur / rlim_max (RLIM_INFINITY for none).
+struct resource_limit {
+  int resource = -1;
+  std::uint64_t soft = 0;
+  std::uint64_t hard = 0;
+};
+
+/// The limits a child gets, in a fixed array: the child (which must not
+/// allocate) walks it as is.
+class resource_limit_set {
+ public:
+  static constexpr std::size_t capacity = 8;
+
+  /// Throws std::length_error past `capacity`.
+  void add(resource_limit limit) {
+    if (size_ == capacity) throw std::length_error("resource_limit_set: more than 8 limits");
+    items_[size_++] = limit;
+  }
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  const resource_limit* begin() const noexcept { return items_.data(); }
+  const resource_limit* end() const noexcept { return items_.data() + size_; }
+  const resource_limit& operator[](std::size_t i) const noexcept { return items_[i]; }
+
+ private:
+  std::array<resource_limit, capacity> items_{};
+  std::size_t size_ = 0;
+};
+
+/// "RLIMIT_AS", …, for messages; "resource N" for one without a name here.
+inline std::string resource_name(int resource) {
+  switch (resource) {
+    case RLIMIT_AS: return "RLIMIT_AS";
+    case RLIMIT_CPU: return "RLIMIT_CPU";
+    case RLIMIT_FSIZE: return "RLIMIT_FSIZE";
+    case RLIMIT_NOFILE: return "RLIMIT_NOFILE";
+    case RLIMIT_NPROC: return "RLIMIT_NPROC";
+    case RLIMIT_DATA: return "RLIMIT_DATA";
+    case RLIMIT_STACK: return "RLIMIT_STACK";
+    case RLIMIT_CORE: return "RLIMIT_CORE";
+    default: return "resource " + std::to_string(resource);
+  }
+}
+
 /// What to start. `argv[0]` is an absolute path (no PATH search).
 struct launch_plan {
   std::vector<std::string> argv;
@@ -46,6 +99,10 @@ struct launch_plan {
   /// Descriptors the child keeps, renumbered to 3, 4, … in order.
   std::vector<int> inherited_fds;
   pre_exec_hook hook;
+  /// Applied in the child right before exec (after the hook), so nothing
+  /// of the spawn machinery runs under them; they bind the command and
+  /// everything it starts (a runner like bwrap included).
+  resource_limit_set limits;
 };
 
 /// A started child: its pid (also its process-group id) and a pidfd.

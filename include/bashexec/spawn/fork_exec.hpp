@@ -28,14 +28,18 @@
 //      first duplicated above the target range, so overlaps cannot clobber);
 //   5. chdir(workdir) (skipped when the plan's workdir is empty);
 //   6. every descriptor >= 3+inherited marked close-on-exec (close_range);
-//   7. execve(argv[0], argv, env).
+//   7. the plan's resource limits, each with prlimit64(0, …) — last, so
+//      none of the steps above runs under them (an RLIMIT_NOFILE below the
+//      host's descriptor numbers would break the renumbering and bound the
+//      close-on-exec fallback loop);
+//   8. execve(argv[0], argv, env).
 // A failing step writes {stage, errno} to a close-on-exec error pipe and the
 // child exits with 127 (exit_group: no atexit handlers, no stdio flush). The
 // parent reads the pipe to EOF — with CLONE_VFORK it only resumes once the
 // child has exec'd or exited, so the read returns at once — reaps the child
 // and throws: `pre_exec_failed(hook.stage, errno)` for the hook, otherwise
 // `infrastructure_error` naming the step ("chdir /x: No such file or
-// directory", "execve /bin/nope: …").
+// directory", "setrlimit RLIMIT_AS: …", "execve /bin/nope: …").
 //
 // Rules for the child, which shares the parent's memory (CLONE_VM) while the
 // calling thread is suspended (CLONE_VFORK):
@@ -148,11 +152,12 @@ struct clone3_args {
 };
 
 /// Which child step failed; travels through the error pipe.
-enum class child_stage : int { setpgid = 1, hook, dup, chdir, cloexec, execve };
+enum class child_stage : int { setpgid = 1, hook, dup, chdir, cloexec, rlimit, execve };
 
 struct child_report {
   child_stage stage;
   int error;
+  int index;  // child_stage::rlimit: which of the plan's limits
 };
 
 /// Everything the child needs, resolved in the parent before the clone.
@@ -166,6 +171,8 @@ struct child_context {
   int count = 0;
   int error_fd = -1;
   pre_exec_hook hook;
+  const resource_limit* limits = nullptr;
+  int limit_count = 0;
 };
 
 // The child's steps are raw system calls (see the file comment): syscall()
@@ -176,9 +183,9 @@ struct child_context {
   for (;;) ::syscall(SYS_exit_group, code);
 }
 
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_fail(int error_fd, child_stage stage,
-                                                                int error) noexcept {
-  const child_report report{stage, error};
+[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_fail(int error_fd, child_stage stage, int error,
+                                                                int index = 0) noexcept {
+  const child_report report{stage, error, index};
   while (::syscall(SYS_write, error_fd, &report, sizeof report) < 0 && errno == EINTR) {
   }
   child_exit(127);
@@ -236,6 +243,14 @@ BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
     std::uint64_t top = ::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, limit) == 0 ? limit[0] : 1024;
     if (top > 65536) top = 65536;
     for (int fd = first_free; fd < static_cast<int>(top); ++fd) ::syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
+  }
+
+  // prlimit64 on ourselves: the limits are per process (this child has its
+  // own, no CLONE_THREAD), so the host's stay untouched.
+  for (int i = 0; i < ctx.limit_count; ++i) {
+    const std::uint64_t value[2] = {ctx.limits[i].soft, ctx.limits[i].hard};  // struct rlimit64
+    if (::syscall(SYS_prlimit64, 0, ctx.limits[i].resource, value, nullptr) != 0)
+      child_fail(error_fd, child_stage::rlimit, errno, i);
   }
 
   ::syscall(SYS_execve, ctx.path, ctx.argv, ctx.envp);
@@ -333,7 +348,9 @@ struct fork_exec {
                               scratch.data(),
                               static_cast<int>(sources.size()),
                               errors.write.get(),
-                              plan.hook};
+                              plan.hook,
+                              plan.limits.begin(),
+                              static_cast<int>(plan.limits.size())};
 
     auto [pid, pidfd] = clone_child(ctx);
     errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
@@ -445,6 +462,11 @@ struct fork_exec {
         throw infrastructure_error(fmt::format("dup2: {}", text));
       case child_stage::cloexec:
         throw infrastructure_error(fmt::format("close_range: {}", text));
+      case child_stage::rlimit: {
+        const auto i = static_cast<std::size_t>(report.index);
+        const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
+        throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
+      }
     }
     throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
                                            static_cast<int>(report.stage), text));

@@ -1,10 +1,11 @@
 // spawn/posix_spawn: `posix_spawner`, the fast spawn policy (vfork-based glibc posix_spawn).
 // It has no pre-exec hook, so confinements that apply themselves in the
-// child (Landlock) need spawn/fork_exec.hpp instead.
+// child (Landlock) and resource limits need spawn/fork_exec.hpp instead.
 #pragma once
 
 #include <csignal>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct posix_spawner {
   static constexpr std::string_view name = "posix_spawn";
 
   static spawned_process spawn(const launch_plan& plan) {
+    // No hook means no race-free place to apply them (a prlimit after the
+    // spawn comes too late: the command may already have forked).
+    if (!plan.limits.empty())
+      throw std::invalid_argument("posix_spawner cannot apply launch_plan.limits; use fork_exec");
     auto argv = detail::c_string_array(plan.argv);
     auto envp = detail::c_string_array(plan.env);
 
