@@ -8,7 +8,10 @@
 #include <string>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,6 +201,38 @@ TEST_CASE("bashexec run under --mode read-only prints the denial marker for a de
   CHECK(result.out.text.find("[sandbox: file access denied under read-only mode]\n[exit code: 1]\n") !=
         std::string::npos);
   CHECK_FALSE(std::filesystem::exists(workspace.path() / "f"));
+}
+
+TEST_CASE("bashexec run --network none keeps a confined command off the network", "[cli][sandbox]") {
+  // A listener in the test process: the kernel completes connections to it
+  // (the backlog) without an accept().
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 16) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  const std::string connect =
+      "'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(ntohs(address.sin_port)) + " && echo connected'";
+
+  auto open = cli_run("run --mode read-only -- " + connect);
+  if (open.exit_code == 125) {
+    WARN("skipped: no sandbox backend usable on this machine: " << open.err.text);
+    ::close(listener);
+    return;
+  }
+  CHECK(open.out.text == "connected\n");
+  auto closed = cli_run("run --mode read-only --network none -- " + connect);
+  CHECK(closed.exit_code != 0);
+  CHECK(closed.out.text.find("connected") == std::string::npos);
+  ::close(listener);
+
+  auto bad = cli_run("run --network sometimes -- true");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.text.find("--network") != std::string::npos);
 }
 
 TEST_CASE("bashexec rejects unknown flags and prints help and version", "[cli]") {

@@ -320,7 +320,12 @@ TEST_CASE("contract 8: no host descriptor leaks into the child, not even an inhe
   // `; true` keeps bash from exec'ing ls, so /proc/$$/fd lists the shell's
   // own table; /proc/$!/fd lists what a grandchild inherited.
   auto shell = run(executor, "ls /proc/$$/fd; true");
-  auto grandchild = run(executor, "sleep 5 & ls /proc/$!/fd; kill $!");
+  // Wait until the grandchild has exec'd sleep: before that, bash may still
+  // hold /dev/null on fd 3 while it redirects the background job's stdin.
+  auto grandchild = run(executor,
+                        "sleep 5 & s=$(readlink -f \"$(command -v sleep)\"); "
+                        "until [ \"$(readlink -f /proc/$!/exe)\" = \"$s\" ]; do :; done; "
+                        "ls /proc/$!/fd; kill $!");
   ::close(plain);
   ::close(high);
   CHECK(shell.out.text == "0\n1\n2\n");

@@ -29,6 +29,7 @@ executor_config make_config(const common_options& options) {
   executor_config config;
   if (options.workdir) config.cwd = std::filesystem::absolute(*options.workdir);
   config.sandbox.default_mode = options.mode;
+  config.sandbox.network = options.network;
   return config;
 }
 
@@ -42,6 +43,11 @@ int with_executor(const common_options& options, Body&& body) {
   }
   local_executor executor(make_config(options));
   return body(executor);
+}
+
+/// `text` on stdout, ending in exactly one newline of its own.
+void print_line(const std::string& text) {
+  fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
 }
 
 int exit_status(const run_result& result) {
@@ -82,7 +88,7 @@ int run_command(std::vector<std::string_view> argv) {
       if (options.json)
         fmt::print("{}\n", to_json(result).dump());
       else
-        fmt::print("{}\n", render_run_result(result, false));
+        print_line(render_run_result(result, false));
       return exit_status(result);
     } catch (const std::exception& e) {
       fmt::print(stderr, "bashexec: {}\n", e.what());

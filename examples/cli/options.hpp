@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <bashexec/network_access.hpp>
 #include <bashexec/sandbox_mode.hpp>
 
 namespace bashexec::cli {
@@ -24,8 +25,9 @@ struct usage_error : std::runtime_error {
 inline constexpr std::string_view main_help = R"(bashexec — run shell commands for AI coding agents, confined and bounded.
 
 Usage:
-  bashexec run [--mode MODE | --unconfined] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
-  bashexec serve [--mode MODE | --unconfined] [--workdir DIR] [--session-dir DIR] [--approve never|always|ask]
+  bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
+  bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
+                 [--approve never|always|ask]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -35,6 +37,7 @@ Subcommands:
   tools   Print the JSON schemas of the bash, bash_output and bash_kill tools.
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
+Network (confined calls only): full (default), loopback, none.
 Run `bashexec SUBCOMMAND --help` for the details of one subcommand.
 )";
 
@@ -47,6 +50,7 @@ text a model would see: stdout, a [stderr] section, then markers such as
 Options:
   --mode MODE     read-only (default), workspace-write or danger-full-access
   --unconfined    no sandbox at all (same as --mode danger-full-access)
+  --network NET   full (default), loopback (a private loopback only) or none
   --workdir DIR   working directory, and the workspace root writes go to
                   under workspace-write (default: the current directory)
   --timeout MS    kill the command's process group after MS milliseconds
@@ -76,6 +80,7 @@ End of input: in-flight requests finish, background tasks are killed, exit 0.
 Options:
   --mode MODE         the default mode of every session (default read-only)
   --unconfined        no sandbox (same as --mode danger-full-access)
+  --network NET       full (default), loopback or none, for every confined call
   --workdir DIR       every session's working directory and workspace root
   --session-dir DIR   where session logs (mode overrides) are kept
                       (default: a private temporary directory)
@@ -94,6 +99,7 @@ enum class approval_policy { never, always, ask };
 
 struct common_options {
   sandbox_mode mode = sandbox_mode::read_only;
+  network_access network = network_access::full;
   std::optional<std::string> workdir;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
@@ -164,6 +170,11 @@ inline bool parse_common(std::string_view flag, arguments& args, common_options&
     options.mode = sandbox_mode::danger_full_access;
   } else if (flag == "--workdir") {
     options.workdir = std::string(args.value(flag));
+  } else if (flag == "--network") {
+    auto value = args.value(flag);
+    auto access = parse_network_access(value);
+    if (!access) throw usage_error(fmt::format("--network: expected full, loopback or none, got \"{}\"", value));
+    options.network = *access;
   } else {
     return false;
   }
