@@ -54,8 +54,9 @@
 //     below). Its own steps are raw syscall()s: no libc wrapper with hidden
 //     state (cancellation, sanitizer interceptors, atexit), and it exits with
 //     exit_group. The hook must keep to the same rules (landlock_apply does:
-//     two system calls). Descriptors are per process (no CLONE_FILES), so
-//     the child's dup/close-on-exec work never reaches the host's table.
+//     at most three system calls — no_new_privs, restrict_self and the
+//     network filter). Descriptors are per process (no CLONE_FILES), so the
+//     child's dup/close-on-exec work never reaches the host's table.
 //   - errno. Without CLONE_SETTLS the child uses the suspended thread's TLS,
 //     so every errno the child (or the hook) sets lands in that thread's
 //     errno slot. That is accepted rather than avoided with inline assembly:
@@ -136,7 +137,7 @@ inline constexpr unsigned close_range_cloexec_flag = 1U << 2;  // CLOSE_RANGE_CL
 inline constexpr std::size_t kernel_sigset_bytes = (NSIG - 1) / 8;
 
 /// Usable stack for the CLONE_VM child: its own frames are a few hundred
-/// bytes; the rest is headroom for the hook (Landlock's is two system calls).
+/// bytes; the rest is headroom for the hook (Landlock's is at most three system calls).
 inline constexpr std::size_t vfork_stack_bytes = 256 * 1024;
 
 /// struct clone_args, version 0 (the fields clone3 has had since 5.3).
