@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/cgroup.hpp"
 #include "bashexec/detail/child_run.hpp"
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/listeners.hpp"
@@ -129,11 +130,9 @@ class basic_executor {
                 config_.keep_spill_dir),
         confinement_(config_),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
-    if (!spawn_type::supports_pre_exec && config_.limits.any())
-      throw std::invalid_argument(fmt::format(
-          "limits: resource limits are applied in the child before exec, which the {} spawn policy cannot do; "
-          "use basic_executor<policies<spawn_with<fork_exec>>>",
-          spawn_type::name));
+    detail::require_pre_exec_for(config_, spawn_type::supports_pre_exec, spawn_type::name);
+    if (config_.containment == process_containment::cgroup)
+      cgroup_parent_ = detail::resolve_cgroup_parent(config_.cgroup_parent);
     dev_null_ = detail::unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null_) detail::throw_syscall("open /dev/null");
     dev_null_ = detail::above_stdio(std::move(dev_null_));
@@ -303,6 +302,7 @@ class basic_executor {
     std::optional<sandbox_info> info;
     detail::parent_pipes pipes;
     detail::unique_fd child_in, child_out, child_err;
+    std::optional<detail::cgroup> cgroup;  // containment = cgroup
   };
 
   confinement_choice select_confinement(const exec_spec& spec) {
@@ -379,6 +379,10 @@ class basic_executor {
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = detail::plan_limits(config_.limits);
+    if (!cgroup_parent_.empty()) {
+      p.cgroup.emplace(detail::cgroup::create(cgroup_parent_));
+      p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
+    }
     if constexpr (Confinement::confines) {
       if (confinement) {
         p.confined = confinement->prepare(mode, workspace_root_, p.plan);
@@ -412,7 +416,7 @@ class basic_executor {
                                        spec.stdin_data.value_or(std::string{}),
                                        collector(spec.stdout_max_bytes, spills_),
                                        collector(spec.stdout_max_bytes, spills_), foreground_timing(),
-                                       started + spec.timeout);
+                                       started + spec.timeout, std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
 
     run_result result;
@@ -530,7 +534,7 @@ class basic_executor {
       confined_ = std::move(launch.confined);
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
                      collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
-                     std::nullopt);
+                     std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
     }
 
@@ -561,8 +565,7 @@ class basic_executor {
     /// (`daemon >/dev/null &`) and outlived the shell die with the executor.
     void kill_leftovers() {
       std::lock_guard lock(mutex_);
-      if (child_ && leftovers_ && detail::group_has_live_members(child_->pid()))
-        detail::signal_group(child_->pid(), SIGKILL);
+      if (child_ && leftovers_) child_->kill_leftovers();
     }
 
     std::optional<task_snapshot> wait(std::optional<std::chrono::milliseconds> timeout) {
@@ -648,7 +651,7 @@ class basic_executor {
         return;
       }
       const auto& exit = child_->exit();
-      leftovers_ = detail::group_has_live_members(child_->pid());
+      leftovers_ = child_->has_live_members();
       snapshot_.exit_code = exit.exit_code;
       snapshot_.signal = exit.signal;
       snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
@@ -695,6 +698,7 @@ class basic_executor {
   confinement_type confinement_;
   std::once_flag selected_;
   detail::unique_fd dev_null_;
+  std::filesystem::path cgroup_parent_;  // empty: process-group containment
   std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
 
   mutable std::mutex registry_mutex_;

@@ -6,9 +6,10 @@
 //   - default signal dispositions and an empty signal mask;
 //   - fds 0,1,2 from the plan, `inherited_fds[i]` as fd 3+i, nothing else;
 //   - the working directory and environment of the plan.
-// A policy with `supports_pre_exec` also runs the plan's hook and applies its
-// `limits` in the child before exec; a policy without it must refuse a plan
-// that carries either rather than start the command unhooked or unlimited.
+// A policy with `supports_pre_exec` also runs the plan's hook, applies its
+// `limits` and joins its cgroup (`cgroup_procs_fd`) in the child before exec;
+// a policy without it must refuse a plan that carries any of them rather than
+// start the command unhooked, unlimited or uncontained.
 #pragma once
 
 #include <array>
@@ -103,6 +104,11 @@ struct launch_plan {
   /// of the spawn machinery runs under them; they bind the command and
   /// everything it starts (a runner like bwrap included).
   resource_limit_set limits;
+  /// When >= 0: the parent's descriptor (O_WRONLY|O_CLOEXEC) of a cgroup
+  /// v2 `cgroup.procs`. The child writes "0" to it first thing after
+  /// setpgid, so the command and everything it starts — setsid or not —
+  /// stay in that cgroup (executor_config::containment).
+  int cgroup_procs_fd = -1;
 };
 
 /// A started child: its pid (also its process-group id) and a pidfd.

@@ -9,6 +9,12 @@
 // for end of file on the pipes at most `drain` before stopping the group
 // (a backgrounded grandchild must not hang a foreground run), and stops any
 // member still alive then, so a foreground run leaves nothing behind.
+//
+// With a cgroup (containment = cgroup) "the group" means both: the process
+// group and every process in the cgroup, which setsid cannot leave. SIGTERM
+// goes to both (to the cgroup's members one by one), the SIGKILL rounds add
+// cgroup.kill, and "no live member" also needs cgroup.events to say
+// "populated 0". Without one nothing here costs an extra system call.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +27,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "bashexec/detail/cgroup.hpp"
 #include "bashexec/detail/no_sigpipe.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/process_group.hpp"
@@ -57,7 +64,8 @@ template <class Collector>
 class child_run {
  public:
   child_run(spawned_process process, parent_pipes pipes, std::string stdin_data, Collector out, Collector err,
-            stop_timing timing, std::optional<clock::time_point> timeout_at)
+            stop_timing timing, std::optional<clock::time_point> timeout_at,
+            std::optional<cgroup> contained = std::nullopt)
       : pid_(process.pid),
         pidfd_(std::move(process.pidfd)),
         pipes_(std::move(pipes)),
@@ -65,8 +73,10 @@ class child_run {
         out_(std::move(out)),
         err_(std::move(err)),
         timing_(timing),
-        timeout_at_(timeout_at) {
+        timeout_at_(timeout_at),
+        cgroup_(std::move(contained)) {
     if (pipes_.in && stdin_data_.empty()) pipes_.in.reset();  // an empty stdin is at EOF at once
+    if (cgroup_) cgroup_->close_procs_fd();  // the child joined before exec
   }
 
   /// The descriptor to watch for `source`, or -1 when it is closed.
@@ -133,7 +143,7 @@ class child_run {
   bool request_stop(stop_cause cause, clock::time_point now) {
     if (settled_ || cause_ != stop_cause::none) return false;
     cause_ = cause;
-    signal_group(pid_, SIGTERM);
+    signal_members(SIGTERM);
     kill_at_ = now + timing_.grace;
     group_check_at_ = now;
     update(now);
@@ -147,7 +157,7 @@ class child_run {
     if (cause_ != stop_cause::none && now >= kill_at_) {
       if (!kill_sent_) give_up_at_ = now + timing_.grace;  // bound for members stuck in the kernel
       kill_sent_ = true;
-      signal_group(pid_, SIGKILL);  // again each round: a member may have forked meanwhile
+      signal_members(SIGKILL);  // again each round: a member may have forked meanwhile
       kill_at_ = now + std::chrono::milliseconds(10);
     }
     update(now);
@@ -177,12 +187,33 @@ class child_run {
   const Collector& out() const noexcept { return out_; }
   const Collector& err() const noexcept { return err_; }
 
+  /// Whether a live (non-zombie) member of the group — or a process of the
+  /// cgroup — is left.
+  bool has_live_members() const noexcept {
+    return (cgroup_ && cgroup_->populated()) || group_has_live_members(pid_);
+  }
+
+  /// Disposal of a settled child: SIGKILL whatever is left of it.
+  void kill_leftovers() noexcept {
+    if (group_has_live_members(pid_)) signal_group(pid_, SIGKILL);
+    if (cgroup_ && cgroup_->populated()) cgroup_->kill();
+  }
+
  private:
+  void signal_members(int signo) noexcept {
+    signal_group(pid_, signo);
+    if (!cgroup_) return;
+    if (signo == SIGKILL)
+      cgroup_->kill();
+    else
+      cgroup_->signal_members(signo);
+  }
+
   void update(clock::time_point now) {
     if (settled_ || pidfd_) return;  // the shell has not been reaped yet
     if (cause_ == stop_cause::none) {
       if (!pipes_.out && !pipes_.err) {
-        if (timing_.stop_leftovers && group_has_live_members(pid_)) {
+        if (timing_.stop_leftovers && has_live_members()) {
           request_stop(stop_cause::leftovers, now);
           return;
         }
@@ -194,7 +225,7 @@ class child_run {
     // Stopping: settled once no live member of the group is left, whoever
     // still holds the pipes (a member that escaped the group, say).
     if (now < group_check_at_) return;
-    if (!group_has_live_members(pid_) || (kill_sent_ && now >= give_up_at_)) return finish();
+    if (!has_live_members() || (kill_sent_ && now >= give_up_at_)) return finish();
     group_check_at_ = now + std::chrono::milliseconds(10);
   }
 
@@ -217,6 +248,10 @@ class child_run {
       pipe.reset();
     }
     pipes_.in.reset();
+    // An empty cgroup goes at once; one that still holds detached members
+    // (a background task's `daemon &`) goes with this object, after disposal
+    // killed them.
+    if (cgroup_ && !cgroup_->populated()) cgroup_->remove();
     settled_ = true;
   }
 
@@ -229,6 +264,7 @@ class child_run {
   Collector err_;
   stop_timing timing_;
   std::optional<clock::time_point> timeout_at_;
+  std::optional<cgroup> cgroup_;
 
   exit_facts exit_;
   bool exited_ = false;

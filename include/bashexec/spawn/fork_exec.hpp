@@ -19,7 +19,8 @@
 //
 // The child, in order (every array it touches is built by the parent before
 // the clone):
-//   1. setpgid(0, 0);
+//   1. setpgid(0, 0), then — when the plan has a cgroup_procs_fd — write
+//      "0" to it: the child joins its cgroup before any command code runs;
 //   2. every signal disposition back to SIG_DFL (glibc's two internal
 //      signals included), then an empty signal mask;
 //   3. the plan's hook — BEFORE renumbering, so descriptor numbers named in
@@ -153,7 +154,7 @@ struct clone3_args {
 };
 
 /// Which child step failed; travels through the error pipe.
-enum class child_stage : int { setpgid = 1, hook, dup, chdir, cloexec, rlimit, execve };
+enum class child_stage : int { setpgid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup };
 
 struct child_report {
   child_stage stage;
@@ -174,6 +175,7 @@ struct child_context {
   pre_exec_hook hook;
   const resource_limit* limits = nullptr;
   int limit_count = 0;
+  int cgroup_procs_fd = -1;  // -1: no cgroup to join
 };
 
 // The child's steps are raw system calls (see the file comment): syscall()
@@ -198,6 +200,11 @@ BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
   const child_context& ctx = *static_cast<const child_context*>(arg);
   int error_fd = ctx.error_fd;
   if (::syscall(SYS_setpgid, 0, 0) != 0) child_fail(error_fd, child_stage::setpgid, errno);
+  // "0" is "the writing process"; a vfork child is its own thread group, so
+  // only it moves, never the suspended parent.
+  if (ctx.cgroup_procs_fd >= 0)
+    while (::syscall(SYS_write, ctx.cgroup_procs_fd, "0", 1) != 1)
+      if (errno != EINTR) child_fail(error_fd, child_stage::cgroup, errno);
 
   // Dispositions first, mask second: a signal arriving in between must find
   // the default action, never a host handler running in the child. The raw
@@ -351,7 +358,8 @@ struct fork_exec {
                               errors.write.get(),
                               plan.hook,
                               plan.limits.begin(),
-                              static_cast<int>(plan.limits.size())};
+                              static_cast<int>(plan.limits.size()),
+                              plan.cgroup_procs_fd};
 
     auto [pid, pidfd] = clone_child(ctx);
     errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
@@ -468,6 +476,8 @@ struct fork_exec {
         const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
         throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
       }
+      case child_stage::cgroup:
+        throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
     }
     throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
                                            static_cast<int>(report.stage), text));

@@ -1,0 +1,288 @@
+// detail/cgroup: cgroup v2 containment (DESIGN.md "Beyond": no orphans, ever).
+//
+// A process group is easy to leave (setsid, setpgid); a cgroup is not — an
+// unprivileged command cannot move itself out of it. With
+// `executor_config::containment = process_containment::cgroup` every spawn
+// gets a fresh child cgroup `bashexec-<host pid>-<random>` under the
+// executor's parent cgroup; the child joins it before exec (fork_exec writes
+// "0" to its cgroup.procs, see launch_plan::cgroup_procs_fd), so everything
+// the command starts — double-forked, setsid'd or not — is in it. Kills add
+// `cgroup.kill` (kernel 5.14+) to the group signal, and "settled" waits for
+// `cgroup.events` to say "populated 0" (zombies do not count there either).
+//
+// Zombies: a process leaves its cgroup when it exits, not when it is reaped,
+// so an init that never reaps orphans cannot keep a cgroup populated.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+
+namespace bashexec::detail {
+
+inline constexpr long cgroup2_magic = 0x63677270;  // CGROUP2_SUPER_MAGIC
+
+/// The mount point of the cgroup2 filesystem and the path it shows (its
+/// mountinfo "root"), from /proc/self/mountinfo; empty when none is mounted.
+struct cgroup2_mount {
+  std::filesystem::path point;
+  std::string root;
+};
+
+inline std::optional<cgroup2_mount> find_cgroup2_mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor root mount-point options [optional...] - fstype source super-options
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    char root[4096], point[4096];
+    if (std::sscanf(line.c_str(), "%*s %*s %*s %4095s %4095s", root, point) != 2) continue;
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    auto unescape = [](std::string_view s) {
+      std::string out;
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size()) {
+          out += static_cast<char>(std::strtol(std::string(s.substr(i + 1, 3)).c_str(), nullptr, 8));
+          i += 3;
+        } else {
+          out += s[i];
+        }
+      }
+      return out;
+    };
+    return cgroup2_mount{unescape(point), unescape(root)};
+  }
+  return std::nullopt;
+}
+
+/// The host's own cgroup v2 path ("0::<path>" in /proc/self/cgroup).
+inline std::optional<std::string> current_cgroup2_path() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  return std::nullopt;
+}
+
+/// One per-spawn cgroup directory: created empty, removed with the object
+/// (after killing and briefly waiting out whatever is still in it).
+class cgroup {
+ public:
+  /// Creates `bashexec-<pid>-<random>` under `parent` and opens its
+  /// cgroup.procs for writing (close-on-exec), ready for the child to join.
+  static cgroup create(const std::filesystem::path& parent) {
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    for (int attempt = 0;; ++attempt) {
+      auto path = parent / fmt::format("bashexec-{}-{:016x}", ::getpid(), random());
+      if (::mkdir(path.c_str(), 0755) == 0) {
+        cgroup made(std::move(path));
+        made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);
+        return made;
+      }
+      if (errno != EEXIST || attempt == 8) throw_syscall(fmt::format("mkdir {}", path.string()));
+    }
+  }
+
+  cgroup(cgroup&& other) noexcept : path_(std::move(other.path_)), procs_(std::move(other.procs_)) {
+    other.path_.clear();
+  }
+  cgroup& operator=(cgroup&&) = delete;
+  cgroup(const cgroup&) = delete;
+  ~cgroup() {
+    if (path_.empty()) return;
+    procs_.reset();
+    if (populated()) {
+      kill();
+      wait_empty(std::chrono::milliseconds(2000));
+    }
+    remove();
+  }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  /// cgroup.procs, open for writing: the child writes "0" to it to join.
+  int procs_fd() const noexcept { return procs_.get(); }
+
+  /// Once the child joined (or the spawn failed) the descriptor is not needed.
+  void close_procs_fd() noexcept { procs_.reset(); }
+
+  /// SIGKILLs every process in it, including ones forked meanwhile.
+  void kill() noexcept { write_file("cgroup.kill", "1"); }
+
+  /// Sends `signo` to every process listed in cgroup.procs (the polite
+  /// SIGTERM before cgroup.kill; there is no cgroup.signal).
+  void signal_members(int signo) noexcept {
+    unique_fd fd = open_in(path_, "cgroup.procs", O_RDONLY, std::nothrow);
+    if (!fd) return;
+    char buf[4096];
+    long pid = 0;
+    bool in_number = false;
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          pid = pid * 10 + (buf[i] - '0');
+          in_number = true;
+        } else if (in_number) {
+          ::kill(static_cast<pid_t>(pid), signo);
+          pid = 0;
+          in_number = false;
+        }
+      }
+    }
+    if (in_number) ::kill(static_cast<pid_t>(pid), signo);
+  }
+
+  /// True while a process (not a zombie) is in it; true when unreadable
+  /// too, so a caller's wait stays bounded by its own give-up time.
+  bool populated() const noexcept {
+    if (path_.empty()) return false;
+    unique_fd fd = open_in(path_, "cgroup.events", O_RDONLY, std::nothrow);
+    return !fd || events_populated(fd.get());
+  }
+
+  /// Waits at most `limit` for "populated 0" (cgroup.events notifies
+  /// POLLPRI on change; short polls guard against a missed notification).
+  bool wait_empty(std::chrono::milliseconds limit) const noexcept {
+    unique_fd fd = open_in(path_, "cgroup.events", O_RDONLY, std::nothrow);
+    if (!fd) return false;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (events_populated(fd.get())) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd.get(), POLLPRI, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 10)));
+    }
+    return true;
+  }
+
+  /// rmdir; true once the directory is gone (EBUSY while populated).
+  bool remove() noexcept {
+    if (path_.empty()) return true;
+    if (::rmdir(path_.c_str()) != 0 && errno != ENOENT) return false;
+    procs_.reset();
+    path_.clear();
+    return true;
+  }
+
+ private:
+  explicit cgroup(std::filesystem::path path) : path_(std::move(path)) {}
+
+  static unique_fd open_in(const std::filesystem::path& dir, const char* file, int flags) {
+    const auto path = dir / file;
+    unique_fd fd(::open(path.c_str(), flags | O_CLOEXEC));
+    if (!fd) throw_syscall(fmt::format("open {}", path.string()));  // the owner's destructor removes `dir`
+    return fd;
+  }
+  static unique_fd open_in(const std::filesystem::path& dir, const char* file, int flags, std::nothrow_t) noexcept {
+    char path[4096];
+    std::snprintf(path, sizeof path, "%s/%s", dir.c_str(), file);
+    return unique_fd(::open(path, flags | O_CLOEXEC));
+  }
+
+  static bool events_populated(int fd) noexcept {
+    char buf[256];
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return true;
+    buf[n] = '\0';
+    const char* field = std::strstr(buf, "populated ");
+    return !field || field[sizeof "populated " - 1] != '0';
+  }
+
+  void write_file(const char* file, std::string_view text) noexcept {
+    if (path_.empty()) return;
+    unique_fd fd = open_in(path_, file, O_WRONLY, std::nothrow);
+    if (fd) [[maybe_unused]] auto n = ::write(fd.get(), text.data(), text.size());
+  }
+
+  std::filesystem::path path_;
+  unique_fd procs_;
+};
+
+/// The directory per-spawn cgroups are created under: `configured` when
+/// given, else the host's own v2 cgroup. Probes it once — it must be on a
+/// cgroup2 filesystem, writable, and a child of it must offer cgroup.kill —
+/// and throws infrastructure_error naming what to enable otherwise: the
+/// operator asked for containment, so it never silently falls back.
+inline std::filesystem::path resolve_cgroup_parent(const std::optional<std::filesystem::path>& configured) {
+  std::filesystem::path parent;
+  if (configured) {
+    parent = *configured;
+  } else {
+    auto mount = find_cgroup2_mount();
+    if (!mount)
+      throw infrastructure_error(
+          "containment = cgroup: no cgroup2 filesystem is mounted (mount one, e.g. `mount -t cgroup2 none "
+          "/sys/fs/cgroup/unified`, or boot with systemd.unified_cgroup_hierarchy=1)");
+    auto own = current_cgroup2_path();
+    if (!own)
+      throw infrastructure_error(
+          "containment = cgroup: /proc/self/cgroup has no cgroup v2 entry (\"0::<path>\")");
+    std::string relative = *own;
+    const std::string& root = mount->root;
+    if (root != "/") {
+      if (relative.compare(0, root.size(), root) != 0 ||
+          (relative.size() > root.size() && relative[root.size()] != '/'))
+        throw infrastructure_error(fmt::format(
+            "containment = cgroup: this process's cgroup {} is not visible under the cgroup2 mount {} (root {}); "
+            "set cgroup_parent",
+            *own, mount->point.string(), root));
+      relative.erase(0, root.size());
+    }
+    parent = mount->point / std::filesystem::path(relative).relative_path();
+  }
+
+  struct statfs fs {};
+  if (::statfs(parent.c_str(), &fs) != 0)
+    throw infrastructure_error(
+        fmt::format("containment = cgroup: cgroup parent {}: {}", parent.string(), std::strerror(errno)));
+  if (static_cast<long>(fs.f_type) != cgroup2_magic)
+    throw infrastructure_error(fmt::format(
+        "containment = cgroup: cgroup parent {} is not on a cgroup2 filesystem", parent.string()));
+
+  // A throwaway child proves we may create cgroups there (and open their
+  // cgroup.procs) and that the kernel has cgroup.kill (5.14+; the root
+  // cgroup itself has none, so the parent cannot tell).
+  std::optional<cgroup> probe;
+  try {
+    probe.emplace(cgroup::create(parent));
+  } catch (const infrastructure_error& e) {
+    throw infrastructure_error(fmt::format(
+        "containment = cgroup: cannot create a cgroup under {}: {} (run as root or delegate that cgroup to this "
+        "user, or set cgroup_parent)",
+        parent.string(), e.what()));
+  }
+  if (::access((probe->path() / "cgroup.kill").c_str(), W_OK) != 0)
+    throw infrastructure_error(fmt::format(
+        "containment = cgroup: cgroup.kill is not usable under {}: {} (it needs Linux 5.14 or later)",
+        parent.string(), std::strerror(errno)));
+  return parent;
+}
+
+}  // namespace bashexec::detail
