@@ -12,10 +12,13 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,7 +26,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +36,7 @@
 #include <bashexec/confinement/chain.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/confinement/runner_command.hpp>
+#include <bashexec/detail/seccomp_filter.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 
 namespace fs = std::filesystem;
@@ -391,8 +397,9 @@ TEST_CASE("landlock: under read-only a write into the workspace is denied in the
   CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
   CHECK(launch.info.mode == sandbox_mode::read_only);
   REQUIRE(launch.info.level);
-  CHECK(*launch.info.level ==
-        (landlock::abi() >= landlock::full_enforcement_abi ? enforcement::full : enforcement::partial));
+  CHECK(*launch.info.level == (landlock::abi() >= landlock::full_enforcement_abi && detail::seccomp_filter_supported
+                                   ? enforcement::full
+                                   : enforcement::partial));
 }
 
 TEST_CASE("landlock: under read-only bash starts, /dev/null is writable and files are readable (contract 13)",
@@ -456,6 +463,207 @@ TEST_CASE("landlock: under workspace-write the workspace and /tmp are writable a
   CHECK_FALSE(fs::exists(home_dir.path() / "f"));
 }
 
+TEST_CASE("landlock: under read-only metadata writes on a host file are refused with EACCES, the denial dialect "
+          "(contract 13, 16)",
+          "[landlock][metadata]") {
+  SKIP_UNLESS(landlock_missing());
+  SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
+                                               : std::optional<std::string>("no seccomp filter for this architecture"));
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;
+  const fs::path host = dirs.outside.path() / "host";
+  { std::ofstream(host) << "content\n"; }
+  fs::permissions(host, fs::perms::owner_read | fs::perms::owner_write);
+  struct stat before {};
+  REQUIRE(::stat(host.c_str(), &before) == 0);
+  auto env = dirs.env();
+  env.push_back("HOST=" + host.string());
+  for (const char* attack : {"chmod 000 \"$HOST\"", "touch -m -d 2001-02-03 \"$HOST\"", "chown 0:0 \"$HOST\"",
+                             "chgrp 0 \"$HOST\""}) {
+    INFO("command " << attack);
+    auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(), attack, env);
+    INFO(result.err);
+    CHECK(result.exit_code != 0);
+    CHECK_THAT(result.err, Catch::Contains("Permission denied"));
+    CHECK(policy.is_denial(result.err));
+    CHECK_FALSE(policy.runner_failure(launch, result.err));
+    REQUIRE(launch.info.level);
+    if (landlock::abi() >= landlock::full_enforcement_abi) CHECK(*launch.info.level == enforcement::full);
+  }
+  struct stat after {};
+  REQUIRE(::stat(host.c_str(), &after) == 0);
+  CHECK(after.st_mode == before.st_mode);
+  CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
+  CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+  CHECK(after.st_uid == before.st_uid);
+  CHECK(after.st_gid == before.st_gid);
+
+  // Reading metadata is no write: stat, ls -l and a chmod-free cp still work.
+  auto [reads, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
+                                      "stat -c %a \"$HOST\" && ls -l \"$HOST\" >/dev/null && cat \"$HOST\"", env);
+  CHECK(reads.exit_code == 0);
+  CHECK(reads.out == "600\ncontent\n");
+}
+
+TEST_CASE("landlock: workspace-write is partial (metadata outside the workspace is not governed) and metadata "
+          "changes inside it work (contract 13, 14)",
+          "[landlock][metadata]") {
+  SKIP_UNLESS(landlock_missing());
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;
+  { std::ofstream(dirs.workspace.path() / "run.sh") << "#!/bin/sh\necho ran\n"; }
+  auto [result, launch] = run_confined(policy, sandbox_mode::workspace_write, dirs.workspace.path(),
+                                       "chmod +x \"$WS/run.sh\" && touch -d 2001-02-03 \"$WS/run.sh\" && \"$WS/run.sh\"",
+                                       dirs.env());
+  INFO(result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out == "ran\n");
+  REQUIRE(launch.info.level);
+  CHECK(*launch.info.level == enforcement::partial);
+  CHECK(landlock::file_level(sandbox_mode::workspace_write, 7) == enforcement::partial);
+  CHECK(landlock::file_level(sandbox_mode::read_only, 2) == enforcement::partial);
+  CHECK(landlock::file_level(sandbox_mode::read_only, 3) ==
+        (detail::seccomp_filter_supported ? enforcement::full : enforcement::partial));
+}
+
+namespace {
+
+/// A classic-BPF interpreter for the instructions seccomp_filter emits, so
+/// every table (the compat ones included, which no test program here can
+/// call) is checked number by number.
+std::uint32_t run_bpf(std::span<const sock_filter> code, const seccomp_data& data) {
+  std::uint32_t a = 0;
+  std::size_t pc = 0;
+  while (pc < code.size()) {
+    const sock_filter& in = code[pc];
+    switch (in.code) {
+      case BPF_LD | BPF_W | BPF_ABS: {
+        REQUIRE(in.k + 4 <= sizeof data);
+        std::memcpy(&a, reinterpret_cast<const char*>(&data) + in.k, 4);
+        ++pc;
+        break;
+      }
+      case BPF_ALU | BPF_AND | BPF_K: a &= in.k; ++pc; break;
+      case BPF_JMP | BPF_JEQ | BPF_K: pc += 1 + (a == in.k ? in.jt : in.jf); break;
+      case BPF_RET | BPF_K: return in.k;
+      default: FAIL("unexpected BPF instruction " << in.code); return 0;
+    }
+  }
+  FAIL("the program ran off its end");
+  return 0;
+}
+
+std::uint32_t verdict(const detail::seccomp_filter& filter, std::uint32_t arch, std::uint32_t nr,
+                      std::uint64_t arg0 = 0) {
+  seccomp_data data{};
+  data.arch = arch;
+  data.nr = static_cast<int>(nr);
+  data.args[0] = arg0;
+  return run_bpf(filter.code(), data);
+}
+
+constexpr std::uint32_t ret_errno(int error) { return SECCOMP_RET_ERRNO | static_cast<std::uint32_t>(error); }
+
+}  // namespace
+
+TEST_CASE("seccomp filter: each part refuses exactly its syscalls, on the native and the compat table",
+          "[landlock][seccomp]") {
+#if defined(__x86_64__) || defined(__aarch64__)
+  using namespace detail;
+  const seccomp_filter metadata({.network = false, .metadata_writes = true});
+  const seccomp_filter network({.network = true, .metadata_writes = false});
+  const seccomp_filter both({.network = true, .metadata_writes = true});
+  CHECK(metadata.program().len == metadata.code().size());
+
+  for (std::uint32_t nr : seccomp_native_metadata) {
+    INFO("native " << nr);
+    CHECK(verdict(metadata, seccomp_native_arch, nr) == ret_errno(EACCES));
+    CHECK(verdict(both, seccomp_native_arch, nr) == ret_errno(EACCES));
+    CHECK(verdict(network, seccomp_native_arch, nr) == SECCOMP_RET_ALLOW);
+#if defined(__x86_64__)
+    CHECK(verdict(metadata, seccomp_native_arch, nr | 0x40000000U) == ret_errno(EACCES));  // x32
+#endif
+  }
+  for (std::uint32_t nr : seccomp_compat_metadata) {
+    INFO("compat " << nr);
+    CHECK(verdict(metadata, seccomp_compat_arch, nr) == ret_errno(EACCES));
+    CHECK(verdict(both, seccomp_compat_arch, nr) == ret_errno(EACCES));
+    CHECK(verdict(network, seccomp_compat_arch, nr) == SECCOMP_RET_ALLOW);
+  }
+  for (const seccomp_rule& rule : seccomp_native_network) {
+    INFO("native network " << rule.nr);
+    const std::uint32_t refused = rule.answer == seccomp_rule::check_domain ? ret_errno(EPERM) : ret_errno(rule.answer);
+    CHECK(verdict(network, seccomp_native_arch, rule.nr, AF_INET) == refused);
+    CHECK(verdict(both, seccomp_native_arch, rule.nr, AF_INET) == refused);
+    CHECK(verdict(metadata, seccomp_native_arch, rule.nr, AF_INET) == SECCOMP_RET_ALLOW);
+    if (rule.answer == seccomp_rule::check_domain)
+      CHECK(verdict(both, seccomp_native_arch, rule.nr, AF_UNIX) == SECCOMP_RET_ALLOW);
+  }
+  for (const seccomp_rule& rule : seccomp_compat_network) {
+    INFO("compat network " << rule.nr);
+    const std::uint32_t refused = rule.answer == seccomp_rule::check_domain ? ret_errno(EPERM) : ret_errno(rule.answer);
+    CHECK(verdict(both, seccomp_compat_arch, rule.nr, AF_INET6) == refused);
+    CHECK(verdict(metadata, seccomp_compat_arch, rule.nr, AF_INET6) == SECCOMP_RET_ALLOW);
+  }
+  // Ordinary calls pass; a foreign arch gets ENOSYS whatever the parts.
+  for (const seccomp_filter* filter : {&metadata, &network, &both}) {
+    CHECK(verdict(*filter, seccomp_native_arch, SYS_read) == SECCOMP_RET_ALLOW);
+    CHECK(verdict(*filter, seccomp_native_arch, SYS_openat) == SECCOMP_RET_ALLOW);
+    CHECK(verdict(*filter, seccomp_native_arch, SYS_write) == SECCOMP_RET_ALLOW);
+    CHECK(verdict(*filter, 0x12345678U, SYS_read) == ret_errno(ENOSYS));
+  }
+  // The headers' numbers, where they have them, agree with the tables.
+  const auto has = [](const auto& table, long nr) {
+    return std::find(table.begin(), table.end(), static_cast<std::uint32_t>(nr)) != table.end();
+  };
+  CHECK(has(seccomp_native_metadata, SYS_fchmod));
+  CHECK(has(seccomp_native_metadata, SYS_fchmodat));
+  CHECK(has(seccomp_native_metadata, SYS_fchownat));
+  CHECK(has(seccomp_native_metadata, SYS_utimensat));
+  CHECK(has(seccomp_native_metadata, SYS_fsetxattr));
+  CHECK(has(seccomp_native_metadata, SYS_lremovexattr));
+#ifdef SYS_fchmodat2
+  CHECK(has(seccomp_native_metadata, SYS_fchmodat2));
+#endif
+#ifdef SYS_setxattrat
+  CHECK(has(seccomp_native_metadata, SYS_setxattrat));
+  CHECK(has(seccomp_native_metadata, SYS_removexattrat));
+#endif
+#if defined(__x86_64__)
+  CHECK(has(seccomp_native_metadata, SYS_chmod));
+  CHECK(has(seccomp_native_metadata, SYS_lchown));
+  CHECK(has(seccomp_native_metadata, SYS_utimes));
+  CHECK(has(seccomp_native_metadata, SYS_futimesat));
+  CHECK(has(seccomp_native_metadata, SYS_utime));
+#endif
+#else
+  WARN("skipped: no seccomp filter for this architecture");
+#endif
+}
+
+TEST_CASE("landlock: read-only with a confined network installs one filter refusing both metadata writes "
+          "(EACCES) and sockets (EPERM)",
+          "[landlock][seccomp][metadata]") {
+  SKIP_UNLESS(landlock_missing());
+  SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
+                                               : std::optional<std::string>("no seccomp filter for this architecture"));
+  executor_config config;
+  config.sandbox.network = network_access::none;
+  landlock policy{config};
+  sandbox_dirs dirs;
+  { std::ofstream(dirs.outside.path() / "host") << "content\n"; }
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
+                                       "chmod 000 \"$OUT/host\"; echo chmod=$?; "
+                                       "exec 3<>/dev/tcp/127.0.0.1/9 && echo connected; echo tcp=$?",
+                                       dirs.env());
+  INFO(result.err);
+  CHECK_THAT(result.out, Catch::Contains("chmod=1"));
+  CHECK_THAT(result.out, !Catch::Contains("connected"));
+  CHECK_THAT(result.err, Catch::Contains("Permission denied"));
+  CHECK_THAT(result.err, Catch::Contains("not permitted", Catch::CaseSensitive::No));
+  CHECK((fs::status(dirs.outside.path() / "host").permissions() & fs::perms::owner_read) != fs::perms::none);
+}
+
 TEST_CASE("landlock: the denial dialect is \"permission denied\", matched case-insensitively (contract 16)",
           "[landlock]") {
   landlock policy{executor_config{}};
@@ -509,6 +717,26 @@ TEST_CASE("bwrap: under read-only a write into the workspace is denied in the bw
   CHECK(policy.is_denial(result.err));
   CHECK_FALSE(policy.runner_failure(launch, result.err));
   CHECK_FALSE(fs::exists(dirs.workspace.path() / "f"));
+}
+
+TEST_CASE("bwrap: under read-only metadata writes fail with EROFS, its denial dialect, like content writes "
+          "(contract 13, 16)",
+          "[bwrap][metadata]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy(config_with_bwrap());
+  sandbox_dirs dirs;
+  const fs::path host = dirs.outside.path() / "host";
+  { std::ofstream(host) << "content\n"; }
+  fs::permissions(host, fs::perms::owner_read | fs::perms::owner_write);
+  auto env = dirs.env();
+  env.push_back("HOST=" + host.string());
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(), "chmod 000 \"$HOST\"", env);
+  CHECK(result.exit_code != 0);
+  CHECK_THAT(result.err, Catch::Contains("read-only file system", Catch::CaseSensitive::No));
+  CHECK(policy.is_denial(result.err));
+  CHECK_FALSE(policy.runner_failure(launch, result.err));
+  CHECK(fs::status(host).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(launch.info.level == enforcement::full);
 }
 
 TEST_CASE("bwrap: under read-only /dev/null is writable and files are readable (contract 13)", "[bwrap]") {
@@ -685,6 +913,61 @@ TEST_CASE("runner_command: runner failures are recognised by configured signatur
   CHECK_FALSE(policy.runner_failure(launch, "bash: line 1: nope: command not found\n"));
   CHECK(policy.is_denial("x: Read-only file system"));
   CHECK(policy.is_denial("x: Permission denied"));
+}
+
+TEST_CASE("runner_command: a signature counts only at the start of the first non-empty stderr line, so a command "
+          "that prints one later is not a runner failure (contract 16)",
+          "[runner_command]") {
+  executor_config config;
+  config.sandbox.runner_argv = {"/usr/local/bin/myrunner"};
+  config.sandbox.runner_failure_signatures = {"bwrap: "};
+  runner_command policy(config);
+  confined_launch launch;
+  CHECK_FALSE(policy.runner_failure(launch, "compiling\nerror: see bwrap: docs\n"));
+  CHECK_FALSE(policy.runner_failure(launch, "error: see bwrap: docs\n"));
+  CHECK_FALSE(policy.runner_failure(launch, "warning: x\nbwrap: setting up uid map: Permission denied\n"));
+  CHECK(policy.runner_failure(launch, "\n  \nBWRAP: setting up uid map: Permission denied\nmore\n") ==
+        "BWRAP: setting up uid map: Permission denied");
+  CHECK_FALSE(policy.runner_failure(launch, ""));
+  // The shell's launch-failure shapes follow the same rule.
+  CHECK_FALSE(policy.runner_failure(launch, "running\nbash: /usr/local/bin/myrunner: No such file or directory\n"));
+}
+
+TEST_CASE("runner_command: a real command printing a signature after other output and exiting 1 is the command's "
+          "own failure; a runner whose first stderr line starts with it is a runner failure (contract 16)",
+          "[runner_command]") {
+  temp_dir dir{"/var/tmp"};
+  // A runner that passes through to the command: skips its profile up to "--".
+  const fs::path passthrough = dir.path() / "passthrough";
+  {
+    std::ofstream script(passthrough);
+    script << "#!/bin/sh\nwhile [ \"$1\" != \"--\" ]; do shift; done\nshift\nexec \"$@\"\n";
+  }
+  fs::permissions(passthrough, fs::perms::owner_all);
+  const fs::path broken = dir.path() / "broken";
+  {
+    std::ofstream script(broken);
+    script << "#!/bin/sh\necho 'myrunner: cannot set up the sandbox' >&2\nexit 1\n";
+  }
+  fs::permissions(broken, fs::perms::owner_all);
+
+  executor_config config;
+  config.sandbox.runner_argv = {passthrough.string()};
+  config.sandbox.runner_failure_signatures = {"bwrap: ", "myrunner: "};
+  runner_command command_runs(config);
+  auto [ran, ran_launch] = run_confined(command_runs, sandbox_mode::read_only, "/",
+                                        "echo building >&2; echo 'see bwrap: docs' >&2; exit 1");
+  CHECK(ran.exit_code == 1);
+  CHECK(ran.err == "building\nsee bwrap: docs\n");
+  CHECK_FALSE(command_runs.runner_failure(ran_launch, ran.err));
+
+  config.sandbox.runner_argv = {broken.string()};
+  runner_command runner_fails(config);
+  auto [failed, failed_launch] = run_confined(runner_fails, sandbox_mode::read_only, "/", "true");
+  CHECK(failed.exit_code == 1);
+  auto failure = runner_fails.runner_failure(failed_launch, failed.err);
+  REQUIRE(failure);
+  CHECK(*failure == "myrunner: cannot set up the sandbox");
 }
 
 TEST_CASE("runner_command: bwrap as the operator's runner confines and reads denials (contract 13, 16)",

@@ -82,13 +82,16 @@ std::optional<std::string> backend_missing<landlock_executor>() {
   return std::nullopt;
 }
 
-/// The level a confined run must report on this machine (no protected path
-/// exists in the test workspaces).
+/// The level a `mode` run must report on this machine (no protected path
+/// exists in the test workspaces). Under Landlock, workspace-write is always
+/// partial (metadata outside the workspace is not governed), read-only is
+/// full from ABI 3 where the seccomp filter refuses metadata writes.
 template <class Executor>
-enforcement expected_level(network_access network) {
+enforcement expected_level(sandbox_mode mode, network_access network) {
   if constexpr (std::is_same_v<Executor, landlock_executor>) {
     const int abi = landlock::abi();
-    const bool files_full = abi >= landlock::full_enforcement_abi;
+    const bool files_full = mode == sandbox_mode::read_only && abi >= landlock::full_enforcement_abi &&
+                            detail::seccomp_filter_supported;
     const bool net_full = !confines_network(network) || landlock::network_level(abi) == enforcement::full;
     return files_full && net_full ? enforcement::full : enforcement::partial;
   } else {
@@ -260,7 +263,7 @@ TEST_CASE("network: the bwrap profile (shared with runner_command) ends with --u
 
 TEST_CASE("network: Landlock's network level is full wherever the seccomp filter exists, partial on TCP rights alone",
           "[network][landlock]") {
-  if (detail::network_filter_supported) {
+  if (detail::seccomp_filter_supported) {
     for (int abi : {1, 3, 4, 7}) CHECK(landlock::network_level(abi) == enforcement::full);
   } else {
     CHECK_FALSE(landlock::network_level(3));
@@ -287,7 +290,7 @@ TEMPLATE_TEST_CASE("network full (the default): a confined command reaches a lis
       CHECK(listener.accepted());
       REQUIRE(seen.sandbox);
       CHECK(seen.sandbox->mode == mode);
-      CHECK(seen.sandbox->level == expected_level<TestType>(network_access::full));
+      CHECK(seen.sandbox->level == expected_level<TestType>(mode, network_access::full));
     }
 }
 
@@ -312,7 +315,7 @@ TEMPLATE_TEST_CASE(
       CHECK(seen.sandbox->mode == mode);
       CHECK_FALSE(seen.sandbox->denied);
       CHECK_FALSE(seen.sandbox->runner_failed);
-      CHECK(seen.sandbox->level == expected_level<TestType>(network_access::none));
+      CHECK(seen.sandbox->level == expected_level<TestType>(mode, network_access::none));
       // The file mode itself still holds alongside the network setting.
       observed write = observe(exec, command("echo x > \"$PWD/probe\""), how);
       REQUIRE(write.sandbox);
@@ -360,7 +363,7 @@ TEMPLATE_TEST_CASE(
     CHECK_FALSE(listener.accepted());
     REQUIRE(host.sandbox);
     CHECK_FALSE(host.sandbox->denied);
-    CHECK(host.sandbox->level == expected_level<TestType>(network_access::loopback));
+    CHECK(host.sandbox->level == expected_level<TestType>(mode, network_access::loopback));
     if constexpr (std::is_same_v<TestType, bwrap_executor>) {
       // The sandbox has its own 127.0.0.1 and nobody listens on that port there.
       CHECK_THAT(host.text, Catch::Contains("refused", Catch::CaseSensitive::No));
@@ -456,7 +459,7 @@ TEST_CASE(
     "ENOSYS (the seccomp filter), so the network is governed beyond Landlock's TCP rights",
     "[network][landlock][executor]") {
   SKIP_UNLESS(backend_missing<landlock_executor>());
-  SKIP_UNLESS(detail::network_filter_supported ? std::nullopt
+  SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
                                                : std::optional<std::string>("no seccomp filter for this architecture"));
   const auto python = python3();
   SKIP_UNLESS(python ? std::nullopt : std::optional<std::string>("python3 is not installed"));

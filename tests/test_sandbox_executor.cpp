@@ -5,9 +5,12 @@
 // machine lacks (bwrap, Landlock) makes a test WARN "skipped: …" and return,
 // so a skip is always visible.
 
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/chain.hpp>
@@ -78,11 +81,17 @@ std::optional<std::string> backend_missing<landlock_executor>() {
   return std::nullopt;
 }
 
-/// The level a confined run must report on this machine.
+/// The level a `mode` run must report on this machine. Under Landlock,
+/// workspace-write is always partial (metadata changes outside the workspace
+/// are not governed); read-only is full from ABI 3 where the seccomp filter
+/// refuses metadata writes.
 template <class Executor>
-enforcement expected_level() {
+enforcement expected_level(sandbox_mode mode) {
   if constexpr (std::is_same_v<Executor, landlock_executor>)
-    return landlock::abi() >= landlock::full_enforcement_abi ? enforcement::full : enforcement::partial;
+    return mode == sandbox_mode::read_only && landlock::abi() >= landlock::full_enforcement_abi &&
+                   detail::seccomp_filter_supported
+               ? enforcement::full
+               : enforcement::partial;
   else
     return enforcement::full;
 }
@@ -228,7 +237,7 @@ TEMPLATE_TEST_CASE(
     CHECK(write.sandbox->mode == sandbox_mode::read_only);
     CHECK(write.sandbox->denied);
     CHECK_FALSE(write.sandbox->runner_failed);
-    CHECK(write.sandbox->level == expected_level<TestType>());
+    CHECK(write.sandbox->level == expected_level<TestType>(sandbox_mode::read_only));
     CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
 
     observed null = observe(exec, command("echo x > /dev/null && cat /etc/hostname > /dev/null && echo ok"), how);
@@ -236,7 +245,7 @@ TEMPLATE_TEST_CASE(
     CHECK(null.text == "ok\n");
     REQUIRE(null.sandbox);
     CHECK_FALSE(null.sandbox->denied);
-    CHECK(null.sandbox->level == expected_level<TestType>());
+    CHECK(null.sandbox->level == expected_level<TestType>(sandbox_mode::read_only));
 
     observed plain = observe(exec, command("exit 3"), how);
     CHECK(plain.exit_code == 3);
@@ -277,7 +286,7 @@ TEMPLATE_TEST_CASE(
       REQUIRE(inside.sandbox);
       CHECK(inside.sandbox->mode == sandbox_mode::workspace_write);
       CHECK_FALSE(inside.sandbox->denied);
-      CHECK(inside.sandbox->level == expected_level<TestType>());
+      CHECK(inside.sandbox->level == expected_level<TestType>(sandbox_mode::workspace_write));
       CHECK(slurp(d.workspace.path() / "f") == "x\n");
 
       observed outside = observe(exec, command("echo x > \"$OUT/f\"", env), how);
@@ -392,6 +401,111 @@ TEMPLATE_TEST_CASE(
   CHECK(heard.at(neighbour.value())->denied);
 }
 
+/// A system python3 (not a pyenv shim that may want to write), if any.
+std::optional<fs::path> system_python3() {
+  if (detail::is_executable_file("/usr/bin/python3")) return fs::path("/usr/bin/python3");
+  return detail::find_program("python3");
+}
+
+struct file_facts {
+  fs::perms mode;
+  std::int64_t mtime_ns;
+  uid_t uid;
+  gid_t gid;
+  bool operator==(const file_facts&) const = default;
+};
+
+file_facts facts_of(const fs::path& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return {static_cast<fs::perms>(info.st_mode & 07777),
+          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec, info.st_uid,
+          info.st_gid};
+}
+
+TEMPLATE_TEST_CASE(
+    "modes: under read-only metadata writes on a host file (chmod, touch -m, chown, setxattr) are denied and change "
+    "nothing (contract 13, 16)",
+    "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  const fs::path host = d.outside.path() / "host";
+  write_file(host, "content\n");
+  fs::permissions(host, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  const file_facts before = facts_of(host);
+
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  TestType exec(config);
+  auto env = d.env();
+  env["HOST"] = host.string();
+  // Root may give the file away; anyone else may at least "change" it to
+  // their own ids, which is still a chown(2) call the sandbox must refuse.
+  const std::string owner = ::geteuid() == 0 ? "12345:12345" : std::to_string(::geteuid()) + ":" +
+                                                                   std::to_string(::getegid());
+  std::vector<std::string> attacks{"chmod 000 \"$HOST\"", "touch -m -d '2001-02-03 04:05:06' \"$HOST\"",
+                                   "touch -a -d '2001-02-03 04:05:06' \"$HOST\"", "chown " + owner + " \"$HOST\""};
+  if (detail::find_program("setfattr")) {
+    attacks.push_back("setfattr -n user.bashexec -v x \"$HOST\"");
+  } else if (auto python = system_python3()) {
+    attacks.push_back("'" + python->string() +
+                      "' -c 'import os, sys\n"
+                      "try:\n"
+                      "    os.setxattr(os.environ[\"HOST\"], \"user.bashexec\", b\"x\")\n"
+                      "except OSError as e:\n"
+                      "    sys.exit(os.path.basename(sys.argv[0]) + \": setxattr: \" + e.strerror)\n'");
+  } else {
+    WARN("setxattr sub-check skipped: neither setfattr nor python3 is installed");
+  }
+
+  for (const std::string& attack : attacks) {
+    INFO("command " << attack);
+    observed denied = observe(exec, command(attack, env), via::run);
+    INFO(denied.text);
+    CHECK(denied.exit_code != 0);
+    REQUIRE(denied.sandbox);
+    CHECK(denied.sandbox->mode == sandbox_mode::read_only);
+    CHECK(denied.sandbox->denied);
+    CHECK_FALSE(denied.sandbox->runner_failed);
+    CHECK(denied.sandbox->level == expected_level<TestType>(sandbox_mode::read_only));
+    if (std::is_same_v<TestType, landlock_executor> && landlock::abi() >= landlock::full_enforcement_abi &&
+        detail::seccomp_filter_supported)
+      CHECK(denied.sandbox->level == enforcement::full);
+    CHECK(facts_of(host) == before);
+  }
+  char value[8];
+  CHECK(::getxattr(host.c_str(), "user.bashexec", value, sizeof value) < 0);
+}
+
+TEMPLATE_TEST_CASE(
+    "modes: under workspace-write metadata changes inside the workspace work (chmod +x of a script); Landlock "
+    "reports partial, since it cannot refuse them outside (contract 13, 14)",
+    "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  write_file(d.workspace.path() / "run.sh", "#!/bin/sh\necho ran\n");
+  fs::permissions(d.workspace.path() / "run.sh", fs::perms::owner_read | fs::perms::owner_write);
+  executor_config config = fast_config();
+  config.sandbox.workspace_root = d.workspace.path();
+  config.sandbox.default_mode = sandbox_mode::workspace_write;
+  TestType exec(config);
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    observed script = observe(
+        exec, command("chmod +x \"$WS/run.sh\" && touch -m -d '2001-02-03' \"$WS/run.sh\" && \"$WS/run.sh\"", d.env()),
+        how);
+    INFO(script.text);
+    CHECK(script.exit_code == 0);
+    CHECK(script.text == "ran\n");
+    REQUIRE(script.sandbox);
+    CHECK_FALSE(script.sandbox->denied);
+    CHECK(script.sandbox->level == expected_level<TestType>(sandbox_mode::workspace_write));
+    if constexpr (std::is_same_v<TestType, landlock_executor>) CHECK(script.sandbox->level == enforcement::partial);
+    CHECK((fs::status(d.workspace.path() / "run.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
+    fs::permissions(d.workspace.path() / "run.sh", fs::perms::owner_read | fs::perms::owner_write);
+  }
+}
+
 TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole process group (contract 4, 14)",
                    "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
@@ -495,7 +609,7 @@ TEST_CASE(
       REQUIRE(write.sandbox);
       CHECK(write.sandbox->denied);  // Landlock's dialect: the second candidate confines
       CHECK_THAT(write.text, Catch::Contains("permission denied", Catch::CaseSensitive::No));
-      CHECK(write.sandbox->level == expected_level<landlock_executor>());
+      CHECK(write.sandbox->level == expected_level<landlock_executor>(sandbox_mode::read_only));
       CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
     }
   }
@@ -734,16 +848,16 @@ TEST_CASE("protected paths: a bwrap-compatible runner_command keeps protected pa
 }
 
 TEST_CASE(
-    "protected paths: under Landlock an existing protected path makes workspace-write report partial enforcement, "
-    "since a "
-    "read-only hole in a writable tree is not expressible (DESIGN \"Beyond\"; contract 14)",
+    "protected paths: under Landlock workspace-write reports partial enforcement, with or without an existing "
+    "protected path (a read-only hole in a writable tree is not expressible, nor are metadata writes outside "
+    "the workspace); read-only keeps its level (DESIGN \"Beyond\"; contract 14)",
     "[sandbox][executor][protected]") {
   SKIP_UNLESS(backend_missing<landlock_executor>());
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
   landlock_executor exec(config);
-  const enforcement usual = expected_level<landlock_executor>();
+  const enforcement read_only_level = expected_level<landlock_executor>(sandbox_mode::read_only);
 
   for (via how : both_ways) {
     INFO("via " << name_of(how));
@@ -751,7 +865,7 @@ TEST_CASE(
     observed without = observe(exec, command("echo y > \"$WS/f\"", d.env(), sandbox_mode::workspace_write), how);
     CHECK(without.exit_code == 0);
     REQUIRE(without.sandbox);
-    CHECK(without.sandbox->level == usual);  // nothing to protect: nothing left ungoverned
+    CHECK(without.sandbox->level == enforcement::partial);  // metadata outside the workspace is ungoverned
 
     fs::create_directory(d.workspace.path() / ".git");
     observed with = observe(exec, command("echo y > \"$WS/f\"", d.env(), sandbox_mode::workspace_write), how);
@@ -763,7 +877,7 @@ TEST_CASE(
     // read-only grants nothing in the workspace: .git is read-only there anyway.
     observed read_only = observe(exec, command("echo x > \"$WS/.git/config\"", d.env()), how);
     CHECK(read_only.sandbox->denied);
-    CHECK(read_only.sandbox->level == usual);
+    CHECK(read_only.sandbox->level == read_only_level);
     CHECK_FALSE(fs::exists(d.workspace.path() / ".git" / "config"));
   }
 
@@ -772,5 +886,8 @@ TEST_CASE(
   landlock_executor plain(unprotected);
   observed none = observe(plain, command("true", {}, sandbox_mode::workspace_write), via::run);
   REQUIRE(none.sandbox);
-  CHECK(none.sandbox->level == usual);
+  CHECK(none.sandbox->level == enforcement::partial);
+  observed none_read_only = observe(plain, command("true"), via::run);
+  REQUIRE(none_read_only.sandbox);
+  CHECK(none_read_only.sandbox->level == read_only_level);
 }

@@ -9,10 +9,30 @@
 //   workspace-write  → /dev/null, the workspace root and /tmp (all rights)
 // Device ioctls (ABI 5) are handled and granted nowhere, so a reopened
 // terminal cannot be driven (TIOCSTI); inherited descriptors are unaffected.
-// Enforcement is `full` from ABI 3 (truncate(2) governed); below, `partial`.
+// Metadata. Landlock governs no metadata change at any ABI: chmod, chown,
+// utimes/utimensat and setxattr/removexattr pass any domain. So:
+//   read-only        → the seccomp filter (detail/seccomp_filter.hpp, part
+//                      `metadata_writes`) makes every metadata-changing
+//                      syscall fail with EACCES ("Permission denied", the
+//                      denial dialect). Exact: under read-only nothing may
+//                      change — even an fchmod on a pipe or socket (stdout)
+//                      is refused, which no common tool needs.
+//   workspace-write  → no filter can help: metadata changes INSIDE the
+//                      workspace must keep working (`chmod +x` of a script),
+//                      and a seccomp filter sees no paths. So `chmod 000`
+//                      on a host file outside the workspace succeeds, and the
+//                      level is `partial`, always.
+// Not covered: inode flags set by ioctl on regular files (`chattr`,
+// FS_IOC_SETFLAGS / FS_IOC_FSSETXATTR); Landlock's ABI 5 ioctl right covers
+// device files only.
+// Enforcement: read-only is `full` from ABI 3 (truncate(2) governed) where
+// the filter exists (x86_64, aarch64); `partial` below ABI 3 or without the
+// filter. workspace-write is always `partial` (metadata, and protected
+// paths — below).
 //
 // Protected paths (`sandbox.protected_paths`, `.git` by default) are NOT
-// enforced: a workspace-write spawn with one present reports `partial`.
+// enforced: a workspace-write spawn with one present leaves them writable
+// (`partial`, as workspace-write under Landlock always is).
 // Landlock rules only add access, and a right granted on a directory holds
 // for its whole subtree, so "the root writable except .git" is not
 // expressible. The alternative — granting write on each top-level entry but
@@ -29,8 +49,10 @@
 // by address — "loopback only" is not expressible. So `loopback` and `none`
 // are enforced alike, stricter than `loopback` asks (the command cannot use
 // even a loopback of its own):
-//   - a seccomp filter (detail/seccomp_network.hpp), built in the parent and
-//     installed by the hook after no_new_privs and landlock_restrict_self:
+//   - the seccomp filter's `network` part (detail/seccomp_filter.hpp; one
+//     program per spawn, combined with the metadata part under read-only),
+//     built in the parent and installed by the hook after no_new_privs and
+//     landlock_restrict_self:
 //     socket/socketpair of every family but AF_UNIX fail with EPERM (TCP,
 //     UDP, raw, packet, netlink, vsock …), io_uring_setup with ENOSYS;
 //   - ABI >= 4: TCP bind and connect handled with no rule (denied), a second
@@ -42,7 +64,9 @@
 // only Landlock's TCP rights remain: ABI >= 4 → `partial` (UDP and the rest
 // are not governed); below ABI 4 nothing would be governed → fail closed,
 // `sandbox_unavailable`, for `loopback` as for `none`. A kernel without
-// seccomp filters fails the hook → the command never runs.
+// seccomp filters fails the hook → the command never runs (read-only always
+// installs a filter where one exists, so such a kernel fails the backend's
+// probe: fail-closed, never a silent ungoverned metadata write).
 // A refused socket prints "Operation not permitted", not the file-denial
 // dialect, so a network failure is never reported as `denied`.
 //
@@ -73,6 +97,7 @@
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/landlock.hpp"
 #include "bashexec/detail/protected_paths.hpp"
+#include "bashexec/detail/seccomp_filter.hpp"
 #include "bashexec/detail/seccomp_network.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
@@ -85,11 +110,12 @@ namespace detail {
 
 /// What the child's hook reads: the ruleset descriptor number, valid in the
 /// child because fork_exec runs hooks before renumbering descriptors, and
-/// the network filter when the network is confined (built here, in the parent).
+/// the seccomp filter when one applies (read-only, a confined network), built
+/// here, in the parent.
 struct landlock_ruleset {
   unique_fd fd;
   int number = -1;
-  std::optional<network_filter> filter;
+  std::optional<seccomp_filter> filter;
 };
 
 /// The pre-exec hook. Async-signal-safe: bare system calls only.
@@ -100,7 +126,7 @@ inline int landlock_apply(const void* context) noexcept {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   if (landlock_restrict_self(ruleset->number, 0) != 0) return errno;
   if (ruleset->filter)
-    if (int error = install_network_filter(*ruleset->filter); error != 0) return error;
+    if (int error = install_seccomp_filter(*ruleset->filter); error != 0) return error;
   return 0;
 }
 
@@ -113,7 +139,9 @@ class landlock {
   static constexpr std::string_view name = "landlock";
   /// What a denied file effect reads like on stderr (EACCES).
   static constexpr std::array<std::string_view, 1> denial_dialects{"permission denied"};
-  /// The lowest ABI that governs every file effect the modes promise.
+  /// The lowest ABI that governs every file CONTENT effect the modes promise
+  /// (truncate(2) from 3). Metadata is governed only under read-only, by the
+  /// seccomp filter: see `file_level`.
   static constexpr int full_enforcement_abi = 3;
   static constexpr std::string_view remedy =
       "enable Landlock: Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in "
@@ -126,9 +154,19 @@ class landlock {
   /// partly (`partial`: TCP alone), or not at all (empty: `prepare` throws
   /// sandbox_unavailable). Meaningless for network_access::full.
   static std::optional<enforcement> network_level(int abi) noexcept {
-    if (detail::network_filter_supported) return enforcement::full;
+    if (detail::seccomp_filter_supported) return enforcement::full;
     if (abi >= detail::landlock_net_abi) return enforcement::partial;
     return std::nullopt;
+  }
+
+  /// The file level of a `mode` spawn under `abi` (protected paths aside):
+  /// read-only is `full` from `full_enforcement_abi` where the metadata
+  /// filter exists; workspace-write is always `partial` (metadata changes
+  /// outside the workspace are not governed — see the header comment).
+  static enforcement file_level(sandbox_mode mode, int abi) noexcept {
+    if (mode == sandbox_mode::read_only && abi >= full_enforcement_abi && detail::seccomp_filter_supported)
+      return enforcement::full;
+    return enforcement::partial;
   }
 
   /// The kernel's Landlock ABI version, or -errno when there is none.
@@ -160,7 +198,10 @@ class landlock {
     if (network && version >= detail::landlock_scope_abi)
       attr.scoped = detail::landlock_scope_abstract_unix_socket;
     auto ruleset = std::make_shared<detail::landlock_ruleset>();
-    if (network && detail::network_filter_supported) ruleset->filter.emplace();
+    detail::seccomp_parts parts;
+    parts.network = network && detail::seccomp_filter_supported;
+    parts.metadata_writes = mode == sandbox_mode::read_only && detail::seccomp_filter_supported;
+    if (parts.any()) ruleset->filter.emplace(parts);
     ruleset->fd.reset(detail::landlock_create_ruleset(&attr, detail::landlock_ruleset_attr_size(attr), 0));
     if (!ruleset->fd) detail::throw_syscall("landlock_create_ruleset");
     ruleset->number = ruleset->fd.get();
@@ -176,18 +217,19 @@ class landlock {
     }
 
     plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(),
-                              ruleset->filter ? "landlock_restrict_self / seccomp network filter"
-                                              : "landlock_restrict_self"};
+                              ruleset->filter ? "landlock_restrict_self / seccomp filter" : "landlock_restrict_self"};
     confined_launch launch;
     launch.info.mode = mode;
-    const bool files_full = version >= full_enforcement_abi && !leaves_protected_path_writable(mode, root);
+    const bool files_full =
+        file_level(mode, version) == enforcement::full && !leaves_protected_path_writable(mode, root);
     launch.info.level = files_full && *net_level == enforcement::full ? enforcement::full : enforcement::partial;
     launch.keep_alive = std::move(ruleset);
     return launch;
   }
 
   /// Whether a workspace-write spawn under `root` leaves an existing
-  /// protected path writable (it always does; see the header comment).
+  /// protected path writable (it always does; see the header comment). Such a
+  /// spawn is `partial` anyway (`file_level`); this names one more reason.
   bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
     return mode == sandbox_mode::workspace_write && detail::any_protected_path_exists(root, protected_);
   }

@@ -5,9 +5,15 @@
 // a confined `sandbox.network` adds `--unshare-net`, which the runner must
 // therefore understand — see bwrap.hpp for what it promises).
 // The runner has no status channel, so its failures are recognised by
-// signatures: the configured `sandbox.runner_failure_signatures` anywhere in
-// stderr, plus the shell's "cannot start it" shapes on a line naming the
-// runner (exit 126/127: not found, permission denied).
+// signatures, and only where a runner that failed before starting the
+// command puts them: at the START of the FIRST non-empty stderr line
+// (case-insensitive), as bwrap's own fallback check does — the configured
+// `sandbox.runner_failure_signatures`, or the shell's "cannot start it"
+// shapes on that line naming the runner (exit 126/127: not found,
+// permission denied). A signature further on ("see bwrap: docs" printed by
+// the command after other output) is the command's own text: reading it as
+// a runner failure would report "the command did not run" for a command
+// that did, and a retry would repeat its side effects.
 //
 // A runner binary that does not exist must settle as a runner failure, not
 // make the spawn throw (a background start has to report `runner_failed`).
@@ -113,30 +119,32 @@ class runner_command {
         return line.empty() ? marker : line;
       }
     }
-    if (detail::icontains_any(err, signatures_)) return reason(err);
+    // Only the first non-empty line can be the runner's: it fails before the
+    // command could print anything.
+    const std::string line = detail::first_line(err);
+    if (line.empty()) return std::nullopt;
+    for (std::string_view signature : signatures_)
+      if (istarts_with(line, signature)) return line;
     // The shell's launch-failure shapes count only on a line naming the
     // runner: `cat /nope` failing must stay the command's own failure.
     const std::string& program = argv_.front();
     const std::string base = std::filesystem::path(program).filename().string();
-    std::string_view rest = err;
-    while (!rest.empty()) {
-      auto end = rest.find('\n');
-      std::string_view line = rest.substr(0, end);
-      if ((line.find(program) != std::string_view::npos || (!base.empty() && line.find(base) != std::string_view::npos)) &&
-          detail::icontains_any(line, launch_failure_shapes))
-        return std::string(line);
-      if (end == std::string_view::npos) break;
-      rest.remove_prefix(end + 1);
-    }
+    if ((line.find(program) != std::string::npos || (!base.empty() && line.find(base) != std::string::npos)) &&
+        detail::icontains_any(line, launch_failure_shapes))
+      return line;
     return std::nullopt;
   }
 
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 
  private:
-  std::string reason(std::string_view err) const {
-    std::string line = detail::first_line(err);
-    return line.empty() ? fmt::format("runner {} failed", argv_.front()) : line;
+  /// Whether `text` begins with `prefix`, ignoring ASCII case. An empty
+  /// prefix never matches (it would make every failure the runner's).
+  static bool istarts_with(std::string_view text, std::string_view prefix) noexcept {
+    if (prefix.empty() || prefix.size() > text.size()) return false;
+    for (std::size_t i = 0; i < prefix.size(); ++i)
+      if (detail::ascii_lower(text[i]) != detail::ascii_lower(prefix[i])) return false;
+    return true;
   }
 
   std::vector<std::string> argv_;
