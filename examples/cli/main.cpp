@@ -131,7 +131,11 @@ int serve_command(std::vector<std::string_view> argv) {
   if (options.session_dir) {
     session_dir = std::filesystem::absolute(*options.session_dir);
   } else {
-    std::string templ = (std::filesystem::temp_directory_path() / "bashexec-sessions-XXXXXX").string();
+    // Not under /tmp: workspace-write grants /tmp under Landlock, and a
+    // confined command must not be able to edit another session's log.
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    std::filesystem::path base = runtime && *runtime && std::filesystem::is_directory(runtime) ? runtime : "/var/tmp";
+    std::string templ = (base / "bashexec-sessions-XXXXXX").string();
     if (::mkdtemp(templ.data()) == nullptr) {
       fmt::print(stderr, "bashexec: cannot create a session directory: {}\n", std::strerror(errno));
       return exit_cannot_run;

@@ -83,7 +83,8 @@ Options:
   --network NET       full (default), loopback or none, for every confined call
   --workdir DIR       every session's working directory and workspace root
   --session-dir DIR   where session logs (mode overrides) are kept
-                      (default: a private temporary directory)
+                      (default: a private directory under $XDG_RUNTIME_DIR or /var/tmp —
+                      never /tmp, which workspace-write may grant)
   --approve POLICY    escalation requests: never (default), always, or ask
   -h, --help          this text
 )";

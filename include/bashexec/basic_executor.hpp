@@ -16,6 +16,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -147,11 +148,13 @@ class basic_executor {
     listeners_->silence();
     {
       std::lock_guard lock(registry_mutex_);
+      disposing_ = true;  // a listener's late `start` must not add a task nobody stops
       for (auto& task : tasks_)
         if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
     }
     reactor_.wake();
     reactor_.shutdown();
+    listeners_->shutdown();
   }
 
   /// The mode a request without one runs under; empty for an executor that
@@ -206,6 +209,7 @@ class basic_executor {
     detail::require_directory(spec.workdir);
     detail::require_executable(config_.shell);
     const confinement_choice choice = select_confinement(spec);
+    reactor_.start();  // before anything is spawned: a child must never lack its driver
 
     auto task = std::make_unique<task_record>(*this, spec);
     prepared launch = prepare(spec, choice);
@@ -220,15 +224,20 @@ class basic_executor {
     task_id id;
     {
       std::lock_guard lock(registry_mutex_);
+      if (disposing_) throw infrastructure_error("start: the executor is being disposed of");
       id = task_id(fmt::format("bash-{}", ++last_id_));
       raw->set_id(id);
       index_.emplace(id, raw);
       tasks_.push_back(std::move(task));
     }
-    if (raw->running())
-      reactor_.add(*raw);
-    else
-      raw->on_settled();
+    if (raw->running()) {
+      try {
+        reactor_.add(*raw);
+      } catch (const std::exception& e) {
+        raw->abandon(e.what());  // killed and reaped; settles as killed with the reason
+      }
+    }
+    if (!raw->running()) raw->on_settled();
     return id;
   }
 
@@ -411,12 +420,14 @@ class basic_executor {
     launch.child_in.reset();
     launch.child_out.reset();
     launch.child_err.reset();
+    if (launch.confined) launch.confined->keep_alive.reset();  // only the spawn needed it
     const auto started = detail::clock::now();
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
                                        collector(spec.stdout_max_bytes, spills_),
                                        collector(spec.stdout_max_bytes, spills_), foreground_timing(),
-                                       started + spec.timeout, std::move(launch.cgroup));
+                                       started + std::min(spec.timeout, config_.max_timeout),
+                                       std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
 
     run_result result;
@@ -485,7 +496,7 @@ class basic_executor {
       int timeout_ms = -1;
       if (auto at = child.next_deadline()) {
         auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - detail::clock::now()).count();
-        timeout_ms = static_cast<int>(std::max<decltype(ms)>(ms, 0));
+        timeout_ms = static_cast<int>(std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max()));
       }
       int ready = ::poll(fds, count, timeout_ms);
       if (ready < 0 && errno != EINTR) detail::throw_syscall("poll");
@@ -532,10 +543,19 @@ class basic_executor {
       launch.child_err.reset();
       snapshot_.sandbox = launch.info;
       confined_ = std::move(launch.confined);
+      if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
                      collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
                      std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
+    }
+
+    /// The reactor could not take the child: kill and reap it now, and settle
+    /// the task as killed with the reason.
+    void abandon(std::string_view reason) {
+      std::lock_guard lock(mutex_);
+      child_.reset();  // child_run's destructor kills the group and reaps the shell
+      spawn_error_ = fmt::format("bashexec: could not watch the command: {}\n", reason);
     }
 
     /// A spawn that failed: the task is settled as killed, the reason in its
@@ -598,8 +618,15 @@ class basic_executor {
         r.delta += "[stderr]\n";
         r.delta += err.bytes;
       }
-      r.stdout_spill_path = child_->out().spill_path();
-      r.stderr_spill_path = child_->err().spill_path();
+      // A path is named only while the file exists: the spill budget may
+      // have removed a settled task's files to make room.
+      auto existing = [](std::optional<std::filesystem::path> path) {
+        std::error_code ignored;
+        if (path && !std::filesystem::exists(*path, ignored)) path.reset();
+        return path;
+      };
+      r.stdout_spill_path = existing(child_->out().spill_path());
+      r.stderr_spill_path = existing(child_->err().spill_path());
       return r;
     }
 
@@ -665,6 +692,7 @@ class basic_executor {
             snapshot_.sandbox->denied = executor_.confinement_.is_denial(err.text);
         }
       }
+      confined_.reset();  // the status pipe is read; keep no descriptor per settled task
     }
 
     basic_executor& executor_;
@@ -703,6 +731,7 @@ class basic_executor {
 
   mutable std::mutex registry_mutex_;
   std::uint64_t last_id_ = 0;
+  bool disposing_ = false;
   std::vector<std::unique_ptr<task_record>> tasks_;
   std::unordered_map<task_id, task_record*> index_;
   // Declared last: destroyed (joined) first, while the tasks still exist.

@@ -144,9 +144,14 @@ struct executor_config {
 
 namespace detail {
 
+/// Positive, and at most INT_MAX ms (about 24.8 days): deadlines are added
+/// to the clock and poll/epoll take an int.
 inline void require_positive(std::chrono::milliseconds value, std::string_view field) {
   if (value.count() <= 0)
     throw std::invalid_argument(fmt::format("{} must be positive, got {} ms", field, value.count()));
+  constexpr long long most = 2147483647;
+  if (value.count() > most)
+    throw std::invalid_argument(fmt::format("{} must be at most {} ms, got {} ms", field, most, value.count()));
 }
 
 /// The knobs that act in the child between fork and exec need a spawn

@@ -79,6 +79,23 @@ class child_run {
     if (cgroup_) cgroup_->close_procs_fd();  // the child joined before exec
   }
 
+  child_run(const child_run&) = delete;
+  child_run& operator=(const child_run&) = delete;
+
+  /// A run abandoned before it settled (an exception between spawn and
+  /// settlement): kill what is left and reap the shell, so neither a process
+  /// nor a zombie outlives it.
+  ~child_run() {
+    if (settled_) return;
+    signal_members(SIGKILL);
+    if (pidfd_) {
+      siginfo_t info{};
+      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 &&
+             errno == EINTR) {
+      }
+    }
+  }
+
   /// The descriptor to watch for `source`, or -1 when it is closed.
   int fd(child_source source) const noexcept {
     switch (source) {

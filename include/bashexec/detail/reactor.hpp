@@ -6,7 +6,9 @@
 // callback runs on the reactor thread; clients lock their own state.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -55,8 +57,15 @@ class reactor {
 
   ~reactor() { shutdown(); }
 
-  /// Starts watching `c` (its fds must be open). The reactor thread starts
-  /// on first use.
+  /// Starts the reactor thread (and its epoll set) if it is not running.
+  /// Callers start it before spawning, so a child never lacks its driver.
+  void start() {
+    std::lock_guard lock(mutex_);
+    start_locked();
+  }
+
+  /// Starts watching `c` (its fds must be open). On failure nothing of `c`
+  /// stays registered.
   void add(client& c) {
     std::lock_guard lock(mutex_);
     start_locked();
@@ -68,7 +77,12 @@ class reactor {
       epoll_event ev{};
       ev.events = sources[i] == child_source::in ? EPOLLOUT : EPOLLIN;
       ev.data.ptr = &c.watches_[i];
-      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_syscall("epoll_ctl");
+      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        const int error = errno;
+        for (std::size_t j = 0; j < i; ++j)
+          if (int added = c.fd(sources[j]); added >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, added, nullptr);
+        throw_syscall("epoll_ctl", error);
+      }
     }
     pending_.push_back(&c);
     signal_wake();
@@ -142,7 +156,7 @@ class reactor {
       for (client* c : clients)
         if (auto at = c->deadline()) {
           auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
-          ms = std::max<decltype(ms)>(ms, 0);
+          ms = std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max());
           if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
         }
       int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);

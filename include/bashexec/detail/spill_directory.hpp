@@ -3,6 +3,7 @@
 // O_EXCL|O_NOFOLLOW mode 0600, total size bounded, removed at disposal.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -40,9 +41,11 @@ inline std::string random_name(std::string_view prefix) {
   return name;
 }
 
-/// Owns the private spill directory and enforces the retention rule: past
-/// `budget` bytes in total, the oldest settled spill files are removed first.
-/// Files still being written are never removed.
+/// Owns the private spill directory and enforces the retention rule: spill
+/// files never hold more than `budget` bytes in total; to make room the
+/// oldest settled files are removed first, and a stream that still does not
+/// fit gives up its file (its path is then withheld). Files still being
+/// written are never removed by another stream.
 class spill_directory {
  public:
   spill_directory(std::filesystem::path parent, std::uint64_t budget, bool keep)
@@ -74,19 +77,35 @@ class spill_directory {
     throw infrastructure_error("spill file: could not create a unique name");
   }
 
-  /// A spill file is complete: it counts toward the budget and may be
-  /// removed once newer settled files push the total past it.
+  /// Charges `bytes` about to be written to a spill file against the budget.
+  /// Past it, the oldest settled spill files are removed first; when that is
+  /// not enough the charge is refused (the writer then gives up its file, so
+  /// the budget bounds the disk whatever one stream prints).
+  bool charge(std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    total_ += bytes;
+    while (total_ > budget_ && !settled_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove(settled_.front().path, ignored);
+      total_ -= settled_.front().bytes;
+      settled_.pop_front();
+    }
+    if (total_ <= budget_) return true;
+    total_ -= bytes;
+    return false;
+  }
+
+  /// A spill file that was given up (removed by its writer): its bytes no
+  /// longer count.
+  void release(std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    total_ -= std::min(total_, bytes);
+  }
+
+  /// A spill file is complete: from now on it may be removed to make room.
   void settled(const std::filesystem::path& file, std::uint64_t bytes) {
     std::lock_guard lock(mutex_);
     settled_.push_back({file, bytes});
-    total_ += bytes;
-    while (total_ > budget_ && settled_.size() > 1) {
-      auto& oldest = settled_.front();
-      std::error_code ignored;
-      std::filesystem::remove(oldest.path, ignored);
-      total_ -= oldest.bytes;
-      settled_.pop_front();
-    }
   }
 
   /// The directory, or empty when no spill file was ever needed.

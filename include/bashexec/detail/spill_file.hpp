@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include <unistd.h>
 
@@ -30,13 +31,13 @@ class spill_file {
 
   void write(const char* data, std::size_t size) {
     if (!fd_) return;
+    if (!directory_->charge(size)) return give_up();  // over the budget
     while (size > 0) {
       ssize_t n = ::write(fd_.get(), data, size);
       if (n < 0) {
         if (errno == EINTR) continue;
-        failed_ = true;  // disk full or similar: the file is incomplete
-        fd_.reset();
-        return;
+        directory_->release(size);
+        return give_up();  // disk full or similar: the file would be incomplete
       }
       data += n;
       size -= static_cast<std::size_t>(n);
@@ -44,11 +45,22 @@ class spill_file {
     }
   }
 
+  /// An incomplete spill file is worth nothing: remove it, free its share of
+  /// the budget, withhold the path.
+  void give_up() {
+    failed_ = true;
+    fd_.reset();
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+    directory_->release(bytes_);
+    bytes_ = 0;
+  }
+
   /// Closes the file; a failed close or earlier failed write withholds the
   /// path, since the file may not hold the whole stream.
   void close() {
     if (fd_ && fd_.reset() != 0) failed_ = true;
-    if (directory_ && !closed_ && !path_.empty()) directory_->settled(path_, bytes_);
+    if (directory_ && !closed_ && !path_.empty() && !failed_) directory_->settled(path_, bytes_);
     closed_ = true;
   }
 
