@@ -473,3 +473,26 @@ TEST_CASE("contract 8/9: a background task gets its stdin and its scrubbed envir
   executor.wait(id);
   CHECK(executor.read_output(id).delta == "line\n1 x\n");
 }
+
+TEST_CASE("contract 6: a read of a running task never splits a UTF-8 character across reads",
+          "[background][contract-6]") {
+  local_executor executor(fast_config());
+  // "é" is C3 A9: print its first byte, pause, then the second.
+  auto id = start(executor, "printf 'caf\\303'; sleep 0.4; printf '\\251!\\n'");
+  std::this_thread::sleep_for(200ms);
+  CHECK(executor.read_output(id).delta == "caf");
+  executor.wait(id);
+  CHECK(executor.read_output(id).delta == "\xC3\xA9!\n");
+}
+
+TEST_CASE("the UTF-8 boundary rule holds back only an unfinished character", "[background][contract-6]") {
+  using detail::incomplete_utf8_suffix;
+  CHECK(incomplete_utf8_suffix("") == 0);
+  CHECK(incomplete_utf8_suffix("abc") == 0);
+  CHECK(incomplete_utf8_suffix("caf\xC3") == 1);
+  CHECK(incomplete_utf8_suffix("caf\xC3\xA9") == 0);
+  CHECK(incomplete_utf8_suffix("\xE2\x82") == 2);        // first two bytes of the euro sign
+  CHECK(incomplete_utf8_suffix("\xE2\x82\xAC") == 0);
+  CHECK(incomplete_utf8_suffix("x\xF0\x9F\x98") == 3);   // first three bytes of an emoji
+  CHECK(incomplete_utf8_suffix("\x80\x80\x80\x80") == 0);  // invalid: passed on, repaired by the renderer
+}

@@ -42,6 +42,7 @@
 #include "bashexec/detail/reactor.hpp"
 #include "bashexec/detail/resource_limits.hpp"
 #include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/detail/utf8_boundary.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/policies.hpp"
 #include "bashexec/request.hpp"
@@ -609,6 +610,12 @@ class basic_executor {
       }
       auto out = child_->out().since(out_offset_);
       auto err = child_->err().since(err_offset_);
+      if (!settled_) {
+        // The rest of a character split across pipe reads arrives later:
+        // keep its first bytes for the next read rather than split it.
+        out.bytes.resize(out.bytes.size() - detail::incomplete_utf8_suffix(out.bytes));
+        err.bytes.resize(err.bytes.size() - detail::incomplete_utf8_suffix(err.bytes));
+      }
       out_offset_ = out.begin + out.bytes.size();
       err_offset_ = err.begin + err.bytes.size();
       r.lossy = out.lossy || err.lossy;
