@@ -496,3 +496,69 @@ TEST_CASE("the UTF-8 boundary rule holds back only an unfinished character", "[b
   CHECK(incomplete_utf8_suffix("x\xF0\x9F\x98") == 3);   // first three bytes of an emoji
   CHECK(incomplete_utf8_suffix("\x80\x80\x80\x80") == 0);  // invalid: passed on, repaired by the renderer
 }
+
+TEST_CASE("contract 10: a blocking listener delays neither other tasks' kills nor their waits",
+          "[background][contract-10]") {
+  local_executor executor(fast_config());
+  std::atomic<bool> release{false};
+  auto slow = executor.on_task_done([&](const task_snapshot&) {
+    while (!release) std::this_thread::sleep_for(10ms);
+  });
+  auto first = start(executor, "true");
+  executor.wait(first);
+  auto second = start(executor, "sleep 100");
+  const auto begin = steady::now();
+  CHECK(executor.kill(second));
+  CHECK(executor.wait_for(second, 5s).has_value());
+  CHECK(ms_since(begin) < 1000);  // the listener is still blocked on the first task
+  release = true;
+}
+
+TEST_CASE("contract 10: a listener may wait for another task", "[background][contract-10]") {
+  local_executor executor(fast_config());
+  auto other = start(executor, "sleep 0.3");
+  std::atomic<bool> waited{false};
+  auto sub = executor.on_task_done([&](const task_snapshot& done) {
+    if (done.id != other) waited = executor.wait_for(other, 5s).has_value();
+  });
+  start(executor, "true");
+  CHECK(eventually([&] { return waited.load(); }));
+}
+
+TEST_CASE("contract 10: unsubscribing waits for a call of that listener already in progress",
+          "[background][contract-10]") {
+  local_executor executor(fast_config());
+  std::atomic<bool> entered{false}, finished{false};
+  auto sub = executor.on_task_done([&](const task_snapshot&) {
+    entered = true;
+    std::this_thread::sleep_for(300ms);
+    finished = true;
+  });
+  start(executor, "true");
+  REQUIRE(eventually([&] { return entered.load(); }));
+  sub.reset();
+  CHECK(finished);
+}
+
+TEST_CASE("contract 5: spill files never hold more than the budget; the oldest settled go first",
+          "[background][contract-5]") {
+  executor_config config = fast_config();
+  config.spill_budget_bytes = 1 << 20;
+  local_executor executor(config);
+  auto first = executor.run(executor.resolve({.command = "head -c 600000 /dev/zero"}));
+  REQUIRE(first.out.spill_path);
+  CHECK(std::filesystem::exists(*first.out.spill_path));
+  auto second = executor.run(executor.resolve({.command = "head -c 600000 /dev/zero"}));
+  REQUIRE(second.out.spill_path);
+  CHECK(std::filesystem::file_size(*second.out.spill_path) == 600000);
+  CHECK_FALSE(std::filesystem::exists(*first.out.spill_path));  // removed to make room
+  // A stream larger than the whole budget gives up its file: no path, the tail still there.
+  auto huge = executor.run(executor.resolve({.command = "head -c 3000000 /dev/zero"}));
+  CHECK(huge.out.truncated);
+  CHECK_FALSE(huge.out.spill_path);
+  CHECK(huge.out.text.size() == 64000);
+  std::uintmax_t on_disk = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(executor.spill_directory()))
+    on_disk += entry.file_size();
+  CHECK(on_disk <= config.spill_budget_bytes);
+}

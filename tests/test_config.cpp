@@ -136,3 +136,12 @@ TEST_CASE("contract 1: an output cap of a few bytes is legitimate and keeps the 
     CHECK(one.out.text == "z");
   }
 }
+
+TEST_CASE("contract 1: durations past INT_MAX milliseconds are rejected, naming the field", "[config][contract-1]") {
+  executor_config config;
+  config.max_timeout = std::chrono::milliseconds(std::int64_t{1} << 40);
+  CHECK_THROWS_WITH(validate(config), Catch::Contains("max_timeout") && Catch::Contains("at most"));
+  config = executor_config{};
+  config.kill_grace = std::chrono::milliseconds::max();
+  CHECK_THROWS_WITH(validate(config), Catch::Contains("kill_grace"));
+}
