@@ -217,9 +217,12 @@ class basic_executor {
     try {
       spawned_process process = spawn_type::spawn(launch.plan);
       task->begin(std::move(process), std::move(launch));
+    } catch (const pre_exec_failed& e) {
+      // The confinement's own step failed in the child: a runner failure.
+      task->fail_to_start(e.what(), launch.info, launch.confined.has_value());
     } catch (const infrastructure_error& e) {
       // The command never ran: the task settles as killed with the reason.
-      task->fail_to_start(e.what(), launch.info, launch.confined.has_value());
+      task->fail_to_start(e.what(), launch.info, false);
     }
     task_record* raw = task.get();
     task_id id;
@@ -414,7 +417,8 @@ class basic_executor {
     spawned_process process;
     try {
       process = spawn_type::spawn(launch.plan);
-    } catch (const infrastructure_error& e) {
+    } catch (const pre_exec_failed& e) {
+      // The confinement's own step failed in the child: the command never ran.
       if (launch.confined) throw runner_unavailable(*launch.info, e.what());
       throw;
     }
