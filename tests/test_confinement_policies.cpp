@@ -25,7 +25,9 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -505,6 +507,119 @@ TEST_CASE("landlock: under read-only metadata writes on a host file are refused 
   CHECK(reads.out == "600\ncontent\n");
 }
 
+namespace {
+
+/// An inode-attribute ioctl on `path` from this (unconfined) process: the
+/// flags word (FS_IOC_GETFLAGS, an int in the kernel despite the `long` in
+/// its name) or the generation (FS_IOC_GETVERSION); nullopt where the
+/// filesystem has none (tmpfs).
+std::optional<int> inode_word(const fs::path& path, unsigned long request) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  int word = 0;
+  const int rc = ::ioctl(fd, request, &word);
+  ::close(fd);
+  if (rc != 0) return std::nullopt;
+  return word;
+}
+std::optional<int> inode_flags(const fs::path& path) { return inode_word(path, FS_IOC_GETFLAGS); }
+
+bool set_inode_flags(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const int rc = ::ioctl(fd, FS_IOC_SETFLAGS, &flags);
+  ::close(fd);
+  return rc == 0;
+}
+
+}  // namespace
+
+TEST_CASE("landlock: under read-only chattr (the inode-attribute ioctls) on a host file is refused with EACCES and "
+          "changes nothing; lsattr still works",
+          "[landlock][metadata][seccomp]") {
+  SKIP_UNLESS(landlock_missing());
+  SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
+                                               : std::optional<std::string>("no seccomp filter for this architecture"));
+  landlock policy{executor_config{}};
+  sandbox_dirs dirs;  // under /var/tmp: on the real disk, not tmpfs
+  const fs::path host = dirs.outside.path() / "host";
+  { std::ofstream(host) << "content\n"; }
+  const std::optional<int> before = inode_flags(host);
+  SKIP_UNLESS(before ? std::nullopt
+                     : std::optional<std::string>("the filesystem of " + dirs.outside.path().string() +
+                                                  " has no inode flags (FS_IOC_GETFLAGS: " + std::strerror(errno) + ")"));
+  // Unconfined the owner CAN set a flag, so the attack below is real; and
+  // whatever happens, the flags are put back (an immutable file would
+  // outlive the temp dir).
+  SKIP_UNLESS(set_inode_flags(host, *before | FS_NODUMP_FL) && inode_flags(host) == (*before | FS_NODUMP_FL)
+                  ? std::nullopt
+                  : std::optional<std::string>("FS_IOC_SETFLAGS does not work unconfined here"));
+  struct restore_flags {
+    fs::path path;
+    int flags;
+    ~restore_flags() { (void)set_inode_flags(path, flags); }
+  } restore{host, *before};
+  REQUIRE(set_inode_flags(host, *before));
+  const std::optional<int> generation = inode_word(host, FS_IOC_GETVERSION);
+  // chattr +i needs CAP_LINUX_IMMUTABLE: root, normally.
+  const bool immutable_settable = set_inode_flags(host, *before | FS_IMMUTABLE_FL) && set_inode_flags(host, *before);
+  REQUIRE(inode_flags(host) == before);
+  if (!immutable_settable) WARN("chattr +i sub-check skipped: no CAP_LINUX_IMMUTABLE here (not root?)");
+
+  auto env = dirs.env();
+  env.push_back("HOST=" + host.string());
+  std::vector<std::string> attacks;
+  const bool have_chattr = detail::find_program("chattr").has_value();
+  if (have_chattr) {
+    if (immutable_settable) attacks.push_back("chattr +i \"$HOST\"");  // FS_IOC_SETFLAGS
+    attacks.push_back("chattr +d \"$HOST\"");
+    if (generation) attacks.push_back("chattr -v 4242 \"$HOST\"");  // FS_IOC_SETVERSION
+  }
+  std::optional<fs::path> python = detail::is_executable_file("/usr/bin/python3")
+                                       ? std::optional<fs::path>("/usr/bin/python3")
+                                       : detail::find_program("python3");
+  if (python) {
+    // FS_IOC_SETFLAGS (+i as root, else +d) and FS_IOC_FSSETXATTR (the
+    // xflags spelling of nodump), raw: what chattr would do.
+    const std::string flag = immutable_settable ? "0x10" : "0x40";
+    for (const std::string& call :
+         {"fcntl.ioctl(fd, 0x40086602, struct.pack(\"l\", struct.unpack(\"l\", fcntl.ioctl(fd, 0x80086601, "
+          "bytes(8)))[0] | " + flag + "))",
+          std::string("x = bytearray(fcntl.ioctl(fd, 0x801c581f, bytes(28))); x[0] |= 0x80; "
+                      "fcntl.ioctl(fd, 0x401c5820, bytes(x))")}) {
+      attacks.push_back("'" + python->string() +
+                        "' -c 'import fcntl, os, struct, sys\n"
+                        "fd = os.open(os.environ[\"HOST\"], os.O_RDONLY | os.O_NONBLOCK)\n"
+                        "try:\n"
+                        "    " + call + "\n"
+                        "except OSError as e:\n"
+                        "    sys.exit(\"python3: ioctl: \" + e.strerror)\n'");
+    }
+  }
+  SKIP_UNLESS(attacks.empty() ? std::optional<std::string>("neither chattr nor python3 is installed") : std::nullopt);
+
+  for (const std::string& attack : attacks) {
+    INFO("command " << attack);
+    auto [result, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(), attack, env);
+    INFO(result.err);
+    CHECK(result.exit_code != 0);
+    CHECK_THAT(result.err, Catch::Contains("Permission denied"));
+    CHECK(policy.is_denial(result.err));
+    CHECK_FALSE(policy.runner_failure(launch, result.err));
+    CHECK(inode_flags(host) == before);
+    CHECK(inode_word(host, FS_IOC_GETVERSION) == generation);
+  }
+
+  // Reading the flags is no write: lsattr (FS_IOC_GETFLAGS) still works.
+  if (detail::find_program("lsattr")) {
+    auto [reads, launch] = run_confined(policy, sandbox_mode::read_only, dirs.workspace.path(),
+                                        "lsattr \"$HOST\" >/dev/null && echo listed", env);
+    INFO(reads.err);
+    CHECK(reads.exit_code == 0);
+    CHECK(reads.out == "listed\n");
+  }
+}
+
 TEST_CASE("landlock: workspace-write is partial (metadata outside the workspace is not governed) and metadata "
           "changes inside it work (contract 13, 14)",
           "[landlock][metadata]") {
@@ -554,11 +669,12 @@ std::uint32_t run_bpf(std::span<const sock_filter> code, const seccomp_data& dat
 }
 
 std::uint32_t verdict(const detail::seccomp_filter& filter, std::uint32_t arch, std::uint32_t nr,
-                      std::uint64_t arg0 = 0) {
+                      std::uint64_t arg0 = 0, std::uint64_t arg1 = 0) {
   seccomp_data data{};
   data.arch = arch;
   data.nr = static_cast<int>(nr);
   data.args[0] = arg0;
+  data.args[1] = arg1;
   return run_bpf(filter.code(), data);
 }
 
@@ -636,6 +752,81 @@ TEST_CASE("seccomp filter: each part refuses exactly its syscalls, on the native
   CHECK(has(seccomp_native_metadata, SYS_futimesat));
   CHECK(has(seccomp_native_metadata, SYS_utime));
 #endif
+#else
+  WARN("skipped: no seccomp filter for this architecture");
+#endif
+}
+
+TEST_CASE("seccomp filter: under metadata_writes the inode-attribute ioctls (chattr) are refused on every table, "
+          "every other ioctl passes",
+          "[landlock][seccomp]") {
+#if defined(__x86_64__) || defined(__aarch64__)
+  using namespace detail;
+  const seccomp_filter metadata({.network = false, .metadata_writes = true});
+  const seccomp_filter network({.network = true, .metadata_writes = false});
+  const seccomp_filter both({.network = true, .metadata_writes = true});
+
+  // The commands agree with the kernel's header where it spells them.
+  const auto refused_cmd = [](std::uint32_t cmd) {
+    return std::find(seccomp_metadata_ioctls.begin(), seccomp_metadata_ioctls.end(), cmd) !=
+           seccomp_metadata_ioctls.end();
+  };
+  CHECK(refused_cmd(static_cast<std::uint32_t>(FS_IOC_SETFLAGS)));
+  CHECK(refused_cmd(static_cast<std::uint32_t>(FS_IOC32_SETFLAGS)));
+  CHECK(refused_cmd(static_cast<std::uint32_t>(FS_IOC_FSSETXATTR)));
+  CHECK(refused_cmd(static_cast<std::uint32_t>(FS_IOC_SETVERSION)));
+  CHECK(refused_cmd(static_cast<std::uint32_t>(FS_IOC32_SETVERSION)));
+  CHECK_FALSE(refused_cmd(static_cast<std::uint32_t>(FS_IOC_GETFLAGS)));
+  CHECK_FALSE(refused_cmd(static_cast<std::uint32_t>(FS_IOC_FSGETXATTR)));
+
+  // Every (arch, ioctl number) the kernel routes to an ioctl handler.
+  struct entry {
+    const char* name;
+    std::uint32_t arch;
+    std::uint32_t nr;
+  };
+  std::vector<entry> ioctls;
+#if defined(__x86_64__)
+  CHECK(seccomp_native_ioctl == std::array<std::uint32_t, 2>{16, 514});
+  CHECK(seccomp_compat_ioctl == std::array<std::uint32_t, 1>{54});
+  CHECK(static_cast<std::uint32_t>(SYS_ioctl) == 16U);
+  ioctls = {{"x86_64", seccomp_native_arch, 16},
+            {"x32", seccomp_native_arch, 514 | 0x40000000U},
+            {"x32 (64-bit number, x32 bit)", seccomp_native_arch, 16 | 0x40000000U},
+            {"i386", seccomp_compat_arch, 54}};
+#else
+  CHECK(seccomp_native_ioctl == std::array<std::uint32_t, 1>{29});
+  CHECK(seccomp_compat_ioctl == std::array<std::uint32_t, 1>{54});
+  CHECK(static_cast<std::uint32_t>(SYS_ioctl) == 29U);
+  ioctls = {{"aarch64", seccomp_native_arch, 29}, {"arm32", seccomp_compat_arch, 54}};
+#endif
+  constexpr std::uint64_t fd = 3;
+  for (const entry& call : ioctls) {
+    for (std::uint32_t cmd : seccomp_metadata_ioctls) {
+      INFO(call.name << " ioctl cmd 0x" << std::hex << cmd);
+      CHECK(verdict(metadata, call.arch, call.nr, fd, cmd) == ret_errno(EACCES));
+      CHECK(verdict(both, call.arch, call.nr, fd, cmd) == ret_errno(EACCES));
+      CHECK(verdict(network, call.arch, call.nr, fd, cmd) == SECCOMP_RET_ALLOW);
+      // The kernel's cmd is an unsigned int: garbage (or a sign extension)
+      // in the high word changes nothing, for the kernel or the filter.
+      CHECK(verdict(metadata, call.arch, call.nr, fd, 0xffffffff00000000ULL | cmd) == ret_errno(EACCES));
+      CHECK(verdict(metadata, call.arch, call.nr, fd, 0x0000000100000000ULL | cmd) == ret_errno(EACCES));
+    }
+    INFO(call.name);
+    // Ordinary ioctls pass: terminals, lsattr, FIONREAD.
+    for (std::uint64_t harmless : {std::uint64_t{0x5401} /* TCGETS */, std::uint64_t{0x5413} /* TIOCGWINSZ */,
+                                   std::uint64_t{0x80086601} /* FS_IOC_GETFLAGS */,
+                                   std::uint64_t{0x80046601} /* FS_IOC32_GETFLAGS */,
+                                   std::uint64_t{0x801c581f} /* FS_IOC_FSGETXATTR */,
+                                   std::uint64_t{0x541b} /* FIONREAD */, std::uint64_t{0}}) {
+      INFO("harmless cmd 0x" << std::hex << harmless);
+      CHECK(verdict(metadata, call.arch, call.nr, fd, harmless) == SECCOMP_RET_ALLOW);
+      CHECK(verdict(both, call.arch, call.nr, fd, harmless) == SECCOMP_RET_ALLOW);
+    }
+    // A refused command as some other syscall's second argument is nothing.
+    CHECK(verdict(metadata, call.arch, call.arch == seccomp_native_arch ? SYS_read : 3, fd,
+                  seccomp_metadata_ioctls[0]) == SECCOMP_RET_ALLOW);
+  }
 #else
   WARN("skipped: no seccomp filter for this architecture");
 #endif

@@ -5,6 +5,9 @@
 // machine lacks (bwrap, Landlock) makes a test WARN "skipped: …" and return,
 // so a skip is always visible.
 
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -423,9 +426,21 @@ file_facts facts_of(const fs::path& path) {
           info.st_gid};
 }
 
+/// The inode flags of `path` (FS_IOC_GETFLAGS), nullopt where the filesystem
+/// has none (tmpfs).
+std::optional<int> inode_flags(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  int flags = 0;
+  const int rc = ::ioctl(fd, FS_IOC_GETFLAGS, &flags);
+  ::close(fd);
+  if (rc != 0) return std::nullopt;
+  return flags;
+}
+
 TEMPLATE_TEST_CASE(
-    "modes: under read-only metadata writes on a host file (chmod, touch -m, chown, setxattr) are denied and change "
-    "nothing (contract 13, 16)",
+    "modes: under read-only metadata writes on a host file (chmod, touch -m, chown, setxattr, chattr) are denied and "
+    "change nothing (contract 13, 16)",
     "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   dirs d;
@@ -457,6 +472,14 @@ TEMPLATE_TEST_CASE(
   } else {
     WARN("setxattr sub-check skipped: neither setfattr nor python3 is installed");
   }
+  // Inode flags (ioctl FS_IOC_SETFLAGS): nodump, which the owner may set.
+  const std::optional<int> flags_before = inode_flags(host);
+  if (!flags_before)
+    WARN("chattr sub-check skipped: " << d.outside.path() << " is on a filesystem without inode flags");
+  else if (!detail::find_program("chattr"))
+    WARN("chattr sub-check skipped: chattr (e2fsprogs) is not installed");
+  else
+    attacks.push_back("chattr +d \"$HOST\"");
 
   for (const std::string& attack : attacks) {
     INFO("command " << attack);
@@ -472,6 +495,7 @@ TEMPLATE_TEST_CASE(
         detail::seccomp_filter_supported)
       CHECK(denied.sandbox->level == enforcement::full);
     CHECK(facts_of(host) == before);
+    CHECK(inode_flags(host) == flags_before);
   }
   char value[8];
   CHECK(::getxattr(host.c_str(), "user.bashexec", value, sizeof value) < 0);

@@ -22,9 +22,11 @@
 //                      and a seccomp filter sees no paths. So `chmod 000`
 //                      on a host file outside the workspace succeeds, and the
 //                      level is `partial`, always.
-// Not covered: inode flags set by ioctl on regular files (`chattr`,
-// FS_IOC_SETFLAGS / FS_IOC_FSSETXATTR); Landlock's ABI 5 ioctl right covers
-// device files only.
+// Inode flags set by ioctl on regular files (`chattr`: FS_IOC_SETFLAGS,
+// FS_IOC_FSSETXATTR, FS_IOC_SETVERSION) pass Landlock too (its ABI 5 ioctl
+// right covers device files only); under read-only the same filter refuses
+// those ioctl commands. Other filesystem-admin ioctls (FIFREEZE,
+// FS_IOC_SETFSLABEL, btrfs subvolume ioctls; root only) are not filtered.
 // Enforcement: read-only is `full` from ABI 3 (truncate(2) governed) where
 // the filter exists (x86_64, aarch64); `partial` below ABI 3 or without the
 // filter. workspace-write is always `partial` (metadata, and protected

@@ -19,10 +19,23 @@
 //                    read-only spawn adds this part. Syscalls only, no paths:
 //                    an fchmod on a pipe or socket (stdout) is refused too,
 //                    which is exact under read-only — nothing may change.
+//                    ioctl(2) too, by its command (the low 32 bits of the
+//                    second argument: the kernel's `cmd` is an unsigned int,
+//                    so the high word is ignored here as the kernel ignores
+//                    it): the inode-attribute setters `chattr` uses —
+//                    FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, FS_IOC_SETVERSION
+//                    and ext4's EXT4_IOC_SETVERSION, each in its 64-bit and
+//                    32-bit (`long` = 4) spelling on EVERY table, since
+//                    compat_sys_ioctl accepts both — fail with EACCES.
+//                    Landlock governs ioctls on device files only (ABI 5),
+//                    not on the regular file or directory `chattr +i`
+//                    opens read-only. Every other ioctl passes (terminals,
+//                    FS_IOC_GETFLAGS / lsattr, FIONREAD, ...).
 // Everything else is allowed.
 //
 // Architectures: x86_64 (the x32 bit is masked off, so x32 calls obey the
-// same rules — none of the syscalls here has an x32-only number; i386 calls
+// same rules — of the syscalls here only ioctl has an x32-only number, 514,
+// which the native table lists beside 16; i386 calls
 // made by a 32-bit program are filtered by their own numbers, and
 // socketcall(2), whose arguments live in memory a filter cannot read, is
 // refused whole under `network`) and aarch64 (arm32 EABI compat likewise).
@@ -83,6 +96,22 @@ inline constexpr std::uint32_t seccomp_fchmodat2 = 452;
 inline constexpr std::uint32_t seccomp_setxattrat = 463;
 inline constexpr std::uint32_t seccomp_removexattrat = 466;
 inline constexpr std::uint32_t seccomp_file_setattr = 469;
+
+/// ioctl commands refused under `metadata_writes` (compared on the low 32
+/// bits of args[1]), on every table: a compat caller may pass either
+/// spelling (compat_sys_ioctl maps the 32-bit one and hands the 64-bit one
+/// straight to do_vfs_ioctl), and refusing a spelling the native kernel
+/// would answer ENOTTY costs nothing. Values from include/uapi/linux/fs.h
+/// and fs/ext4/ext4.h; the test checks them against <linux/fs.h>.
+inline constexpr auto seccomp_metadata_ioctls = std::to_array<std::uint32_t>({
+    0x40086602,  // FS_IOC_SETFLAGS      _IOW('f', 2, long), 64-bit long
+    0x40046602,  // FS_IOC32_SETFLAGS    _IOW('f', 2, int)
+    0x401c5820,  // FS_IOC_FSSETXATTR    _IOW('X', 32, struct fsxattr)
+    0x40087602,  // FS_IOC_SETVERSION    _IOW('v', 2, long)
+    0x40047602,  // FS_IOC32_SETVERSION  _IOW('v', 2, int)
+    0x40086604,  // EXT4_IOC_SETVERSION  _IOW('f', 4, long)
+    0x40046604,  // EXT4_IOC32_SETVERSION _IOW('f', 4, int)
+});
 #else
 inline constexpr bool seccomp_filter_supported = false;
 #endif
@@ -103,6 +132,9 @@ inline constexpr std::array<seccomp_rule, 4> seccomp_compat_network{{
     {102, EPERM},                       // socketcall
     {seccomp_io_uring_setup, ENOSYS},
 }};
+/// ioctl: 16 (64-bit ABI) and 514 (x32's compat_sys_ioctl, x32 bit masked).
+inline constexpr auto seccomp_native_ioctl = std::to_array<std::uint32_t>({16, 514});
+inline constexpr auto seccomp_compat_ioctl = std::to_array<std::uint32_t>({54});
 /// x86_64 (and x32, masked): syscall_64.tbl.
 inline constexpr auto seccomp_native_metadata = std::to_array<std::uint32_t>({
     90,   // chmod
@@ -172,6 +204,8 @@ inline constexpr std::array<seccomp_rule, 4> seccomp_compat_network{{
     {102, EPERM},                       // socketcall (OABI only; refused whole like i386's)
     {seccomp_io_uring_setup, ENOSYS},
 }};
+inline constexpr auto seccomp_native_ioctl = std::to_array<std::uint32_t>({29});
+inline constexpr auto seccomp_compat_ioctl = std::to_array<std::uint32_t>({54});
 /// arm64: the generic table (scripts/syscall.tbl) has only the *at and fd
 /// forms: no chmod, chown, lchown, utime, utimes or futimesat.
 inline constexpr auto seccomp_native_metadata = std::to_array<std::uint32_t>({
@@ -245,7 +279,15 @@ class seccomp_filter {
 
  private:
   // Jump targets, resolved once every instruction is placed.
-  enum label : unsigned { next = 0, to_compat, to_check_domain, to_allow, to_enosys, to_errno_base };
+  enum label : unsigned {
+    next = 0,
+    to_compat,
+    to_check_domain,
+    to_check_ioctl,
+    to_allow,
+    to_enosys,
+    to_errno_base
+  };
 
   struct pending {
     std::size_t at;
@@ -269,39 +311,59 @@ class seccomp_filter {
                                                      : errno_label(rule.answer);
   }
 
-  template <std::size_t N, std::size_t M>
-  void table(const std::array<seccomp_rule, N>& network, const std::array<std::uint32_t, M>& metadata) {
+  template <std::size_t N, std::size_t M, std::size_t I>
+  void table(const std::array<seccomp_rule, N>& network, const std::array<std::uint32_t, M>& metadata,
+             const std::array<std::uint32_t, I>& ioctl) {
     if (parts_.network)
       for (const auto& rule : network) jump_eq(rule.nr, rule_label(rule), next);
-    if (parts_.metadata_writes)
+    if (parts_.metadata_writes) {
       for (std::uint32_t nr : metadata) jump_eq(nr, errno_label(EACCES), next);
+      for (std::uint32_t nr : ioctl) jump_eq(nr, to_check_ioctl, next);
+    }
     emit(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  }
+
+  /// The low 32 bits of args[index] (both architectures above are
+  /// little-endian; a big-endian build would read the second word).
+  static constexpr std::uint32_t arg_low_word(std::size_t index) {
+    constexpr std::size_t low_word_at = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0;
+    return static_cast<std::uint32_t>(offsetof(seccomp_data, args) + index * sizeof(std::uint64_t) + low_word_at);
   }
 
   void build() {
     constexpr std::uint32_t nr = offsetof(seccomp_data, nr);
     constexpr std::uint32_t arch = offsetof(seccomp_data, arch);
-    // The low 32 bits of args[0] (the domain is an int); both architectures
-    // above are little-endian.
-    constexpr std::uint32_t domain = offsetof(seccomp_data, args);
+    // The low 32 bits of args[0] (the domain is an int) and of args[1]
+    // (ioctl's cmd, an unsigned int: the kernel drops the high word, so the
+    // filter must too — requiring it zero would let a caller dodge the check
+    // by setting it).
+    constexpr std::uint32_t domain = arg_low_word(0);
+    constexpr std::uint32_t ioctl_cmd = arg_low_word(1);
     (void)errno_label(ENOSYS);  // index 0: the answer for a foreign arch
 
     emit(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arch));
     jump_eq(seccomp_native_arch, next, to_compat);
     emit(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, nr));
     if (seccomp_native_nr_mask != ~0U) emit(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, seccomp_native_nr_mask));
-    table(seccomp_native_network, seccomp_native_metadata);
+    table(seccomp_native_network, seccomp_native_metadata, seccomp_native_ioctl);
 
     // compat: the 32-bit table of the same machine; any other arch gets ENOSYS.
     place(to_compat);
     jump_eq(seccomp_compat_arch, next, errno_label(ENOSYS));
     emit(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, nr));
-    table(seccomp_compat_network, seccomp_compat_metadata);
+    table(seccomp_compat_network, seccomp_compat_metadata, seccomp_compat_ioctl);
 
     if (parts_.network) {
       place(to_check_domain);
       emit(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, domain));
       jump_eq(AF_UNIX, to_allow, errno_label(EPERM));
+    }
+    if (parts_.metadata_writes) {
+      // Shared by both tables: the command set is the same on each.
+      place(to_check_ioctl);
+      emit(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ioctl_cmd));
+      for (std::uint32_t cmd : seccomp_metadata_ioctls) jump_eq(cmd, errno_label(EACCES), next);
+      emit(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     }
     place(to_allow);
     emit(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
