@@ -317,6 +317,8 @@ class seccomp_filter {
     if (parts_.network)
       for (const auto& rule : network) jump_eq(rule.nr, rule_label(rule), next);
     if (parts_.metadata_writes) {
+      // io_uring's SETXATTR/FSETXATTR ops would go around the table below.
+      if (!parts_.network) jump_eq(seccomp_io_uring_setup, errno_label(ENOSYS), next);
       for (std::uint32_t nr : metadata) jump_eq(nr, errno_label(EACCES), next);
       for (std::uint32_t nr : ioctl) jump_eq(nr, to_check_ioctl, next);
     }
