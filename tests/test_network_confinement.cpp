@@ -30,74 +30,13 @@
 #include <vector>
 
 #include "executor_test_support.hpp"
+#include "sandbox_test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace bashexec;
 using namespace test_support;
 
-using bwrap_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<bwrap>>>;
-using landlock_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<landlock>>>;
-
-namespace Catch {
-template <>
-struct StringMaker<enforcement> {
-  static std::string convert(enforcement level) { return std::string(to_string(level)); }
-};
-template <>
-struct StringMaker<network_access> {
-  static std::string convert(network_access access) { return std::string(to_string(access)); }
-};
-template <>
-struct StringMaker<task_status> {
-  static std::string convert(task_status status) { return std::string(to_string(status)); }
-};
-}  // namespace Catch
-
 namespace {
-
-#define SKIP_UNLESS(missing_reason)          \
-  if (auto skip_reason = (missing_reason)) { \
-    WARN("skipped: " << *skip_reason);       \
-    return;                                  \
-  }
-
-template <class Executor>
-std::optional<std::string> backend_missing();
-
-template <>
-std::optional<std::string> backend_missing<bwrap_executor>() {
-  auto program = detail::find_program("bwrap");
-  if (!program) return "bwrap is not installed (apt-get install bubblewrap)";
-  const std::string probe =
-      program->string() + " --ro-bind / / --dev /dev --proc /proc --unshare-net true >/dev/null 2>&1";
-  if (std::system(probe.c_str()) != 0) return "bwrap is installed but cannot create a sandbox with --unshare-net here";
-  return std::nullopt;
-}
-
-template <>
-std::optional<std::string> backend_missing<landlock_executor>() {
-  if (landlock::abi() < 0) return std::string("Landlock is not available: ") + std::strerror(-landlock::abi());
-  if (!landlock::network_level(landlock::abi()))
-    return "Landlock cannot confine the network here (ABI < 4 and no seccomp filter for this architecture)";
-  return std::nullopt;
-}
-
-/// The level a `mode` run must report on this machine (no protected path
-/// exists in the test workspaces). Under Landlock, workspace-write is always
-/// partial (metadata outside the workspace is not governed), read-only is
-/// full from ABI 3 where the seccomp filter refuses metadata writes.
-template <class Executor>
-enforcement expected_level(sandbox_mode mode, network_access network) {
-  if constexpr (std::is_same_v<Executor, landlock_executor>) {
-    const int abi = landlock::abi();
-    const bool files_full = mode == sandbox_mode::read_only && abi >= landlock::full_enforcement_abi &&
-                            detail::seccomp_filter_supported;
-    const bool net_full = !confines_network(network) || landlock::network_level(abi) == enforcement::full;
-    return files_full && net_full ? enforcement::full : enforcement::partial;
-  } else {
-    return enforcement::full;
-  }
-}
 
 /// A system python3 (not a pyenv shim that may want to write), if any.
 std::optional<fs::path> python3() {
@@ -276,7 +215,7 @@ TEST_CASE("network: Landlock's network level is full wherever the seccomp filter
 
 TEMPLATE_TEST_CASE("network full (the default): a confined command reaches a listener on the host's 127.0.0.1",
                    "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
   executor_config config = net_config(network_access::full, ws);
@@ -298,7 +237,7 @@ TEMPLATE_TEST_CASE(
     "network none: a confined command cannot reach the host's TCP listener; the failure is a plain non-zero exit, "
     "neither a file denial nor a runner failure, and the level stays honest",
     "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
   TestType exec(net_config(network_access::none, ws));
@@ -326,7 +265,7 @@ TEMPLATE_TEST_CASE(
 
 TEMPLATE_TEST_CASE("network none: a UDP datagram never reaches the host (control: it does under full)",
                    "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket receiver(SOCK_DGRAM);
   const std::map<std::string, std::string> env{{"PORT", receiver.port_text()}};
@@ -351,7 +290,7 @@ TEMPLATE_TEST_CASE(
     "network loopback: the host's listener is unreachable; under bwrap the command has a loopback of its own, "
     "under Landlock it has none (enforced as none, stricter than asked)",
     "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
   TestType exec(net_config(network_access::loopback, ws));
@@ -400,7 +339,7 @@ TEMPLATE_TEST_CASE(
 
 TEMPLATE_TEST_CASE("network none: local IPC over unix sockets keeps working", "[network][executor]", bwrap_executor,
                    landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   const auto python = python3();
   SKIP_UNLESS(python ? std::nullopt : std::optional<std::string>("python3 is not installed"));
   workspace ws;
@@ -418,7 +357,7 @@ TEMPLATE_TEST_CASE(
     "network none: the host's abstract unix sockets are out of reach (a network namespace under bwrap, the "
     "Landlock scope from ABI 6), as under full they are not",
     "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   if constexpr (std::is_same_v<TestType, landlock_executor>)
     SKIP_UNLESS(landlock::abi() >= detail::landlock_scope_abi
                     ? std::nullopt
@@ -458,7 +397,7 @@ TEST_CASE(
     "network none under Landlock: every non-unix socket family is refused with EPERM and io_uring_setup with "
     "ENOSYS (the seccomp filter), so the network is governed beyond Landlock's TCP rights",
     "[network][landlock][executor]") {
-  SKIP_UNLESS(backend_missing<landlock_executor>());
+  SKIP_UNLESS(backend_missing<landlock_executor>(true));
   SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
                                                : std::optional<std::string>("no seccomp filter for this architecture"));
   const auto python = python3();
@@ -489,7 +428,7 @@ TEST_CASE(
 
 TEMPLATE_TEST_CASE("network: the knob is ignored for danger-full-access, which stays wholly unconfined",
                    "[network][executor]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
   for (auto access : {network_access::loopback, network_access::none}) {
@@ -510,7 +449,7 @@ TEMPLATE_TEST_CASE("network: the knob is ignored for danger-full-access, which s
 
 TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole process group (contract 4)",
                    "[network][executor][kill]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
   exec_request request = command(std::string(print_pgid) + "sleep 30 & sleep 30");
@@ -529,7 +468,7 @@ TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole pro
 
 TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and its group gone (contract 4, 9)",
                    "[network][executor][kill]", bwrap_executor, landlock_executor) {
-  SKIP_UNLESS(backend_missing<TestType>());
+  SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
   const task_id id = exec.start(exec.resolve(command(std::string(print_pgid) + "sleep 100 & sleep 100")));
@@ -550,7 +489,7 @@ TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and
 
 TEST_CASE("network none through sandbox_executor: whichever backend the chain selects confines the network",
           "[network][executor][chain]") {
-  SKIP_UNLESS(backend_missing<bwrap_executor>() && backend_missing<landlock_executor>()
+  SKIP_UNLESS(backend_missing<bwrap_executor>(true) && backend_missing<landlock_executor>(true)
                   ? std::optional<std::string>("neither bwrap nor Landlock can confine the network here")
                   : std::nullopt);
   workspace ws;

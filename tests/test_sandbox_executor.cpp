@@ -33,71 +33,15 @@
 #include <vector>
 
 #include "executor_test_support.hpp"
+#include "sandbox_test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace bashexec;
 using namespace test_support;
 
-using bwrap_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<bwrap>>>;
-using landlock_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<landlock>>>;
 using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
 
-namespace Catch {
-template <>
-struct StringMaker<sandbox_mode> {
-  static std::string convert(sandbox_mode mode) { return std::string(to_string(mode)); }
-};
-template <>
-struct StringMaker<enforcement> {
-  static std::string convert(enforcement level) { return std::string(to_string(level)); }
-};
-template <>
-struct StringMaker<task_status> {
-  static std::string convert(task_status status) { return std::string(to_string(status)); }
-};
-}  // namespace Catch
-
 namespace {
-
-#define SKIP_UNLESS(missing_reason)          \
-  if (auto skip_reason = (missing_reason)) { \
-    WARN("skipped: " << *skip_reason);       \
-    return;                                  \
-  }
-
-/// Why an executor over `Executor`'s backend cannot confine here; empty when it can.
-template <class Executor>
-std::optional<std::string> backend_missing();
-
-template <>
-std::optional<std::string> backend_missing<bwrap_executor>() {
-  auto program = detail::find_program("bwrap");
-  if (!program) return "bwrap is not installed (apt-get install bubblewrap)";
-  const std::string probe = program->string() + " --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1";
-  if (std::system(probe.c_str()) != 0) return "bwrap is installed but cannot create a sandbox here";
-  return std::nullopt;
-}
-
-template <>
-std::optional<std::string> backend_missing<landlock_executor>() {
-  if (landlock::abi() < 0) return std::string("Landlock is not available: ") + std::strerror(-landlock::abi());
-  return std::nullopt;
-}
-
-/// The level a `mode` run must report on this machine. Under Landlock,
-/// workspace-write is always partial (metadata changes outside the workspace
-/// are not governed); read-only is full from ABI 3 where the seccomp filter
-/// refuses metadata writes.
-template <class Executor>
-enforcement expected_level(sandbox_mode mode) {
-  if constexpr (std::is_same_v<Executor, landlock_executor>)
-    return mode == sandbox_mode::read_only && landlock::abi() >= landlock::full_enforcement_abi &&
-                   detail::seccomp_filter_supported
-               ? enforcement::full
-               : enforcement::partial;
-  else
-    return enforcement::full;
-}
 
 /// Directories of the sandbox tests live under /var/tmp: /tmp is granted by
 /// workspace-write, so "outside the workspace" must not be there.

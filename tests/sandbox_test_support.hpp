@@ -1,0 +1,96 @@
+// Shared by the sandbox tests: one executor per backend, printable sandbox
+// facts, visible skips where a backend is missing, and the enforcement level
+// a run must report on this machine.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/basic_executor.hpp>
+#include <bashexec/confinement/bwrap.hpp>
+#include <bashexec/confinement/landlock.hpp>
+#include <bashexec/network_access.hpp>
+#include <bashexec/spawn/fork_exec.hpp>
+
+namespace Catch {
+template <>
+struct StringMaker<bashexec::sandbox_mode> {
+  static std::string convert(bashexec::sandbox_mode mode) { return std::string(to_string(mode)); }
+};
+template <>
+struct StringMaker<bashexec::enforcement> {
+  static std::string convert(bashexec::enforcement level) { return std::string(to_string(level)); }
+};
+template <>
+struct StringMaker<bashexec::task_status> {
+  static std::string convert(bashexec::task_status status) { return std::string(to_string(status)); }
+};
+template <>
+struct StringMaker<bashexec::network_access> {
+  static std::string convert(bashexec::network_access access) { return std::string(to_string(access)); }
+};
+}  // namespace Catch
+
+/// Skips the rest of a test case, visibly, when `missing_reason` holds one.
+#define SKIP_UNLESS(missing_reason)          \
+  if (auto skip_reason = (missing_reason)) { \
+    WARN("skipped: " << *skip_reason);       \
+    return;                                  \
+  }
+
+namespace test_support {
+
+using bwrap_executor =
+    bashexec::basic_executor<bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>,
+                                                bashexec::confine_with<bashexec::bwrap>>>;
+using landlock_executor =
+    bashexec::basic_executor<bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>,
+                                                bashexec::confine_with<bashexec::landlock>>>;
+
+/// Why `Executor`'s backend cannot confine here (`with_network`: including
+/// the network knob); empty when it can.
+template <class Executor>
+std::optional<std::string> backend_missing(bool with_network = false) {
+  if constexpr (std::is_same_v<Executor, bwrap_executor>) {
+    auto program = bashexec::detail::find_program("bwrap");
+    if (!program) return "bwrap is not installed (apt-get install bubblewrap)";
+    const std::string probe = program->string() + " --ro-bind / / --dev /dev --proc /proc" +
+                              (with_network ? " --unshare-net" : "") + " true >/dev/null 2>&1";
+    if (std::system(probe.c_str()) != 0) return "bwrap is installed but cannot create a sandbox here";
+    return std::nullopt;
+  } else {
+    const int abi = bashexec::landlock::abi();
+    if (abi < 0) return std::string("Landlock is not available: ") + std::strerror(-abi);
+    if (with_network && !bashexec::landlock::network_level(abi))
+      return "Landlock cannot confine the network here (ABI < 4 and no seccomp filter for this architecture)";
+    return std::nullopt;
+  }
+}
+
+/// The level a `mode` run must report here (no protected path in the test
+/// workspaces). Under Landlock, workspace-write is always partial (metadata
+/// outside the workspace is not governed); read-only is full from ABI 3
+/// where the seccomp filter refuses metadata writes.
+template <class Executor>
+bashexec::enforcement expected_level(bashexec::sandbox_mode mode,
+                                     bashexec::network_access network = bashexec::network_access::full) {
+  using bashexec::enforcement;
+  if constexpr (std::is_same_v<Executor, landlock_executor>) {
+    const int abi = bashexec::landlock::abi();
+    const bool files_full = mode == bashexec::sandbox_mode::read_only &&
+                            abi >= bashexec::landlock::full_enforcement_abi &&
+                            bashexec::detail::seccomp_filter_supported;
+    const bool net_full =
+        !bashexec::confines_network(network) || bashexec::landlock::network_level(abi) == enforcement::full;
+    return files_full && net_full ? enforcement::full : enforcement::partial;
+  } else {
+    return enforcement::full;
+  }
+}
+
+}  // namespace test_support
