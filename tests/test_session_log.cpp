@@ -52,10 +52,11 @@ TEST_CASE("contract 18: the override fold is empty without events and the last s
   CHECK_FALSE(effective_sandbox_mode(events).has_value());
   events.push_back(opaque_event{"note", {{"type", "note"}}});
   CHECK_FALSE(effective_sandbox_mode(events).has_value());
-  events.push_back(sandbox_mode_event{sandbox_mode::workspace_write});
+  // emplace_back in place: GCC 12 warns (falsely) about a variant built from a temporary.
+  events.emplace_back(std::in_place_type<sandbox_mode_event>, sandbox_mode::workspace_write);
   events.push_back(opaque_event{"note", {{"type", "note"}}});
   CHECK(effective_sandbox_mode(events) == sandbox_mode::workspace_write);
-  events.push_back(sandbox_mode_event{sandbox_mode::read_only});
+  events.emplace_back(std::in_place_type<sandbox_mode_event>, sandbox_mode::read_only);
   CHECK(effective_sandbox_mode(events) == sandbox_mode::read_only);
 }
 
