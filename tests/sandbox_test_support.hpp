@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <utility>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -91,6 +92,38 @@ bashexec::enforcement expected_level(bashexec::sandbox_mode mode,
   } else {
     return enforcement::full;
   }
+}
+
+/// Whether a check runs through the foreground or the background path.
+enum class via { run, start };
+inline constexpr const char* name_of(via how) { return how == via::run ? "run" : "start + wait + read_output"; }
+inline constexpr via both_ways[] = {via::run, via::start};
+inline constexpr bashexec::sandbox_mode confined_modes[] = {bashexec::sandbox_mode::read_only,
+                                                           bashexec::sandbox_mode::workspace_write};
+
+/// What one command did, whichever way it was executed.
+struct observed {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<bashexec::sandbox_info> sandbox;
+  std::string text;  // stdout then stderr
+};
+
+template <class Executor>
+observed observe(Executor& exec, bashexec::exec_request request, via how) {
+  if (how == via::run) {
+    bashexec::run_result result = exec.run(exec.resolve(std::move(request)));
+    return {result.exit_code, result.signal, result.sandbox, result.out.text + result.err.text};
+  }
+  const bashexec::task_id id = exec.start(exec.resolve(std::move(request)));
+  const bashexec::task_snapshot settled = exec.wait(id);
+  const bashexec::task_read read = exec.read_output(id);
+  // The read and the snapshots carry the same stamped facts (contract 17).
+  CHECK(read.task.status == settled.status);
+  CHECK(read.task.sandbox.has_value() == settled.sandbox.has_value());
+  if (read.task.sandbox && settled.sandbox) CHECK(read.task.sandbox->denied == settled.sandbox->denied);
+  CHECK(exec.get(id).sandbox.has_value() == settled.sandbox.has_value());
+  return {settled.exit_code, settled.signal, settled.sandbox, read.delta};
 }
 
 }  // namespace test_support

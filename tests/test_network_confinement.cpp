@@ -110,29 +110,6 @@ exec_request command(std::string text, std::map<std::string, std::string> env = 
   return request;
 }
 
-enum class via { run, start };
-constexpr const char* name_of(via how) { return how == via::run ? "run" : "start + wait + read_output"; }
-constexpr via both_ways[] = {via::run, via::start};
-constexpr sandbox_mode confined_modes[] = {sandbox_mode::read_only, sandbox_mode::workspace_write};
-
-struct observed {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::optional<sandbox_info> sandbox;
-  std::string text;  // stdout then stderr
-};
-
-template <class Executor>
-observed observe(Executor& exec, exec_request request, via how) {
-  if (how == via::run) {
-    run_result result = exec.run(exec.resolve(std::move(request)));
-    return {result.exit_code, result.signal, result.sandbox, result.out.text + result.err.text};
-  }
-  const task_id id = exec.start(exec.resolve(std::move(request)));
-  const task_snapshot settled = exec.wait(id);
-  return {settled.exit_code, settled.signal, settled.sandbox, exec.read_output(id).delta};
-}
-
 constexpr const char* tcp_connect = "exec 3<>/dev/tcp/127.0.0.1/$PORT && echo connected";
 
 /// `read` the shell's process group from /proc (the group leader may be bwrap).

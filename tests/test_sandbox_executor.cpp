@@ -59,35 +59,6 @@ struct dirs {
   std::map<std::string, std::string> env() const { return {{"WS", workspace.str()}, {"OUT", outside.str()}}; }
 };
 
-enum class via { run, start };
-constexpr const char* name_of(via how) { return how == via::run ? "run" : "start + wait + read_output"; }
-constexpr via both_ways[] = {via::run, via::start};
-
-/// What one command did, whichever way it was executed.
-struct observed {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::optional<sandbox_info> sandbox;
-  std::string text;  // stdout then stderr
-};
-
-template <class Executor>
-observed observe(Executor& exec, exec_request request, via how) {
-  if (how == via::run) {
-    run_result result = exec.run(exec.resolve(std::move(request)));
-    return {result.exit_code, result.signal, result.sandbox, result.out.text + result.err.text};
-  }
-  const task_id id = exec.start(exec.resolve(std::move(request)));
-  const task_snapshot settled = exec.wait(id);
-  const task_read read = exec.read_output(id);
-  // The read and the snapshots carry the same stamped facts (contract 17).
-  CHECK(read.task.status == settled.status);
-  CHECK(read.task.sandbox.has_value() == settled.sandbox.has_value());
-  if (read.task.sandbox && settled.sandbox) CHECK(read.task.sandbox->denied == settled.sandbox->denied);
-  CHECK(exec.get(id).sandbox.has_value() == settled.sandbox.has_value());
-  return {settled.exit_code, settled.signal, settled.sandbox, read.delta};
-}
-
 exec_request command(std::string text, std::map<std::string, std::string> env = {},
                      std::optional<sandbox_mode> mode = std::nullopt) {
   exec_request request;
