@@ -282,6 +282,14 @@ TEST_CASE("bashexec serve answers every request line, concurrently, and shuts do
 
     server.send(bash_call(4, "s1", "echo still alive"));
     CHECK(server.reply_to(4)["text"] == "still alive\n");
+
+    // A line past the 16 MiB limit is refused without being kept.
+    server.send_raw(std::string((std::size_t{16} << 20) + 10, 'x'));
+    auto huge = server.next([](const json& j) { return j.contains("id") && j["id"].is_null(); });
+    CHECK(huge["is_error"] == true);
+    CHECK(huge["text"].get<std::string>().find("longer than") != std::string::npos);
+    server.send(bash_call(5, "s1", "echo after"));
+    CHECK(server.reply_to(5)["text"] == "after\n");
   }
 
   SECTION("a long foreground call does not block a call on a later line") {

@@ -91,6 +91,29 @@ class approval_desk {
   bool closed_ = false;
 };
 
+/// The longest request line kept; a longer one is answered with an error
+/// and its bytes are dropped as they arrive, so memory stays bounded.
+inline constexpr std::size_t max_line_bytes = std::size_t{16} << 20;
+
+enum class line_status { ok, too_long, end };
+
+/// One line from `in` (without its newline) into `line`, at most
+/// `max_line_bytes` of it.
+inline line_status read_line(std::streambuf& in, std::string& line) {
+  line.clear();
+  bool too_long = false;
+  for (;;) {
+    const int c = in.sbumpc();
+    if (c == std::char_traits<char>::eof())
+      return too_long ? line_status::too_long : line.empty() ? line_status::end : line_status::ok;
+    if (c == '\n') return too_long ? line_status::too_long : line_status::ok;
+    if (line.size() < max_line_bytes)
+      line.push_back(static_cast<char>(c));
+    else
+      too_long = true;
+  }
+}
+
 template <class Executor>
 class tool_server {
  public:
@@ -107,7 +130,13 @@ class tool_server {
   /// Serves until end of input; in-flight calls finish before it returns.
   void serve(std::istream& in) {
     std::string line;
-    while (std::getline(in, line)) {
+    for (;;) {
+      const line_status status = read_line(*in.rdbuf(), line);
+      if (status == line_status::end) break;
+      if (status == line_status::too_long) {
+        reply(nullptr, fmt::format("request line longer than {} bytes; ignored", max_line_bytes), true);
+        continue;
+      }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       handle_line(line);
     }
