@@ -18,6 +18,8 @@
 #include <bashexec/network_access.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 
+#include "executor_test_support.hpp"
+
 namespace Catch {
 template <>
 struct StringMaker<bashexec::sandbox_mode> {
@@ -124,6 +126,24 @@ observed observe(Executor& exec, bashexec::exec_request request, via how) {
   if (read.task.sandbox && settled.sandbox) CHECK(read.task.sandbox->denied == settled.sandbox->denied);
   CHECK(exec.get(id).sandbox.has_value() == settled.sandbox.has_value());
   return {settled.exit_code, settled.signal, settled.sandbox, read.delta};
+}
+
+/// Prefix for a command: its first output line is the shell's process group.
+inline constexpr const char* print_pgid = "read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg; ";
+
+/// Starts `request` (whose command begins with `print_pgid`) in the
+/// background and returns the task and the process group it reported.
+template <class Executor>
+std::pair<bashexec::task_id, long> start_reporting_pgid(Executor& exec, bashexec::exec_request request) {
+  const bashexec::task_id id = exec.start(exec.resolve(std::move(request)));
+  std::string seen;
+  REQUIRE(eventually([&] {
+    seen += exec.read_output(id).delta;
+    return seen.find('\n') != std::string::npos;
+  }));
+  const long pgid = first_pid(seen);
+  REQUIRE(pgid > 1);
+  return {id, pgid};
 }
 
 }  // namespace test_support

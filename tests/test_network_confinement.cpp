@@ -113,7 +113,6 @@ exec_request command(std::string text, std::map<std::string, std::string> env = 
 constexpr const char* tcp_connect = "exec 3<>/dev/tcp/127.0.0.1/$PORT && echo connected";
 
 /// `read` the shell's process group from /proc (the group leader may be bwrap).
-constexpr const char* print_pgid = "read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg; ";
 
 }  // namespace
 
@@ -448,14 +447,7 @@ TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
-  const task_id id = exec.start(exec.resolve(command(std::string(print_pgid) + "sleep 100 & sleep 100")));
-  std::string seen;
-  REQUIRE(eventually([&] {
-    seen += exec.read_output(id).delta;
-    return seen.find('\n') != std::string::npos;
-  }));
-  const long pgid = first_pid(seen);
-  REQUIRE(pgid > 1);
+  const auto [id, pgid] = start_reporting_pgid(exec, command(std::string(print_pgid) + "sleep 100 & sleep 100"));
   CHECK(exec.kill(id));
   const task_snapshot done = exec.wait(id);
   CHECK(done.status == task_status::killed);

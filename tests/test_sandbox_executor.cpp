@@ -127,7 +127,6 @@ struct broken_backend {
 static_assert(confining_policy<broken_backend>);
 
 /// `read` the shell's process group from /proc (the group leader may be bwrap).
-constexpr const char* print_pgid = "read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg; ";
 
 }  // namespace
 
@@ -468,14 +467,7 @@ TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed a
                    "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   TestType exec(fast_config());
-  const task_id id = exec.start(exec.resolve(command(std::string(print_pgid) + "sleep 100 & sleep 100")));
-  std::string seen;
-  REQUIRE(eventually([&] {
-    seen += exec.read_output(id).delta;
-    return seen.find('\n') != std::string::npos;
-  }));
-  const long pgid = first_pid(seen);
-  REQUIRE(pgid > 1);
+  const auto [id, pgid] = start_reporting_pgid(exec, command(std::string(print_pgid) + "sleep 100 & sleep 100"));
   CHECK(exec.kill(id));
   const task_snapshot done = exec.wait(id);
   CHECK(done.status == task_status::killed);
