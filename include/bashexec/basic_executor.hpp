@@ -429,8 +429,8 @@ class basic_executor {
     const auto started = detail::clock::now();
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
-                                       collector(spec.stdout_max_bytes, spills_),
-                                       collector(spec.stdout_max_bytes, spills_), foreground_timing(),
+                                       collector(spec.stdout_max_bytes, spills_, output_stream::out),
+                                       collector(spec.stdout_max_bytes, spills_, output_stream::err), foreground_timing(),
                                        started + std::min(spec.timeout, config_.max_timeout),
                                        std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
@@ -550,8 +550,9 @@ class basic_executor {
       confined_ = std::move(launch.confined);
       if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
-                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
-                     std::nullopt, std::move(launch.cgroup));
+                     collector(cap_, executor_.spills_, output_stream::out),
+                     collector(cap_, executor_.spills_, output_stream::err),
+                     executor_.background_timing(), std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
     }
 
