@@ -430,7 +430,7 @@ class basic_executor {
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
                                        collector(spec.stdout_max_bytes, spills_, output_stream::out),
-                                       collector(spec.stdout_max_bytes, spills_, output_stream::err), foreground_timing(),
+                                       collector(config_.output_cap, spills_, output_stream::err), foreground_timing(),
                                        started + std::min(spec.timeout, config_.max_timeout),
                                        std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
@@ -551,7 +551,7 @@ class basic_executor {
       if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
                      collector(cap_, executor_.spills_, output_stream::out),
-                     collector(cap_, executor_.spills_, output_stream::err),
+                     collector(executor_.config_.output_cap, executor_.spills_, output_stream::err),
                      executor_.background_timing(), std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
     }
