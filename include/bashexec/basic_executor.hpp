@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -150,8 +151,10 @@ class basic_executor {
     {
       std::lock_guard lock(registry_mutex_);
       disposing_ = true;  // a listener's late `start` must not add a task nobody stops
-      for (auto& task : tasks_)
+      for (auto& task : tasks_) {
+        task->unwatch_stop();  // no stop callback may reach the reactor once it is gone
         if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
+      }
     }
     reactor_.wake();
     reactor_.shutdown();
@@ -205,8 +208,13 @@ class basic_executor {
     return run_with(spec, select_confinement(spec));
   }
 
-  /// Starts a background task and returns its id at once (contract 9).
+  /// Starts a background task and returns its id at once (contract 9). The
+  /// request's stop token means what it means for `run`: already requested,
+  /// nothing is spawned and no id is used (infrastructure_error); requested
+  /// later, the task's group is stopped (TERM, KILL after the grace).
   task_id start(const exec_spec& spec) {
+    if (spec.stop.stop_requested())
+      throw infrastructure_error("start: stop was requested before the command was spawned");
     detail::require_directory(spec.workdir);
     detail::require_executable(config_.shell);
     const confinement_choice choice = select_confinement(spec);
@@ -233,6 +241,9 @@ class basic_executor {
       raw->set_id(id);
       index_.emplace(id, raw);
       tasks_.push_back(std::move(task));
+      // Under the registry lock, so disposal's `unwatch_stop` cannot race it.
+      // A stop requested meanwhile runs the callback right here.
+      if (raw->running() && spec.stop.stop_possible()) raw->watch_stop(spec.stop);
     }
     if (raw->running()) {
       try {
@@ -587,6 +598,14 @@ class basic_executor {
       return child_->request_stop(cause, detail::clock::now());
     }
 
+    /// Stops the task when `stop` is requested (contract 9). Call once, with
+    /// the registry lock held; the callback may run right here.
+    void watch_stop(const std::stop_token& stop) { on_stop_.emplace(stop, stop_relay{this}); }
+
+    /// No stop callback runs after this returns (one in flight is waited
+    /// for). Call without holding this task's mutex: the callback takes it.
+    void unwatch_stop() { on_stop_.reset(); }
+
     /// Disposal of a settled task: members that detached from its output
     /// (`daemon >/dev/null &`) and outlived the shell die with the executor.
     void kill_leftovers() {
@@ -722,6 +741,22 @@ class basic_executor {
     bool spawn_error_read_ = false;
     bool settled_ = false;
     bool leftovers_ = false;  // live group members when the task settled
+
+    /// Runs inside `request_stop`, on whichever thread asked: it takes only
+    /// this task's mutex and the reactor's, never the registry's.
+    struct stop_relay {
+      task_record* task;
+      void operator()() const noexcept {
+        try {
+          if (task->stop(detail::stop_cause::aborted)) task->executor_.reactor_.wake();
+        } catch (...) {
+          // A stop callback must not throw (std::terminate). The group was
+          // signalled or it is already gone; kill and disposal remain.
+        }
+      }
+    };
+    // Last: unregistered first, while everything the callback uses exists.
+    std::optional<std::stop_callback<stop_relay>> on_stop_;
   };
 
   task_record& find(const task_id& id) const {
