@@ -184,6 +184,7 @@ class basic_executor {
     if (request.stdout_max_bytes && *request.stdout_max_bytes == 0)
       throw std::invalid_argument("stdout_max_bytes must be positive, got 0");
     if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
+    if (request.mode) detail::require_known_mode(*request.mode, "mode");
     exec_spec spec;
     spec.command = std::move(request.command);
     spec.workdir = request.workdir ? cwd_ / *request.workdir : cwd_;  // an absolute workdir replaces cwd_
@@ -458,7 +459,7 @@ class basic_executor {
     result.sandbox = launch.info;
     if constexpr (Confinement::confines) {
       if (launch.confined && result.exit_code && *result.exit_code != 0) {
-        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text))
+        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text, result.out.text))
           throw runner_unavailable(*launch.info, *reason);
         result.sandbox->denied = confinement.is_denial(result.err.text);
       }
@@ -713,11 +714,11 @@ class basic_executor {
       snapshot_.exit_code = exit.exit_code;
       snapshot_.signal = exit.signal;
       snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
-      child_->out().finish();  // closes the spill files; the tails stay readable
+      const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
       const collected_output err = child_->err().finish();
       if constexpr (confines) {
         if (confined_ && exit.exit_code && *exit.exit_code != 0) {
-          if (executor_.confinement_.runner_failure(*confined_, err.text))
+          if (executor_.confinement_.runner_failure(*confined_, err.text, out.text))
             snapshot_.sandbox->runner_failed = true;
           else
             snapshot_.sandbox->denied = executor_.confinement_.is_denial(err.text);
