@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stop_token>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -63,12 +64,29 @@ bool write_stdout(std::string_view text) {
   return true;
 }
 
+/// A note on stderr. fmt::print throws when the write fails; a closed or
+/// broken stderr must not turn a note into std::terminate.
+template <class... Args>
+void note(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  try {
+    const std::string text = fmt::format(format, std::forward<Args>(args)...);
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(STDERR_FILENO, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  } catch (...) {
+  }
+}
+
 /// `text` on stdout, ending in exactly one newline of its own; false when
 /// the output was lost (the reason is then on stderr).
 bool print_result(std::string text) {
   if (!text.ends_with('\n')) text += '\n';
   if (write_stdout(text)) return true;
-  fmt::print(stderr, "bashexec: the result could not be written to stdout: {}\n", std::strerror(errno));
+  note("bashexec: the result could not be written to stdout: {}\n", std::strerror(errno));
   return false;
 }
 
@@ -140,14 +158,14 @@ int run_command(std::vector<std::string_view> argv) {
       return written ? exit_status(result) : exit_cannot_run;
     } catch (const std::exception& e) {
       if (signals.received()) return 0;
-      fmt::print(stderr, "bashexec: {}\n", e.what());
+      note("bashexec: {}\n", e.what());
       return exit_cannot_run;
     }
   });
   // The executor is gone here: the command's group is killed and reaped and
   // the spill files are removed.
   if (const int signo = signals.received()) {
-    fmt::print(stderr, "bashexec: stopped by {}; the command was killed\n", signal_label(signo));
+    note("bashexec: stopped by {}; the command was killed\n", signal_label(signo));
     return 128 + signo;
   }
   return status;
@@ -195,7 +213,7 @@ int serve_command(std::vector<std::string_view> argv) {
     std::filesystem::path base = runtime && *runtime && std::filesystem::is_directory(runtime) ? runtime : "/var/tmp";
     std::string templ = (base / "bashexec-sessions-XXXXXX").string();
     if (::mkdtemp(templ.data()) == nullptr) {
-      fmt::print(stderr, "bashexec: cannot create a session directory: {}\n", std::strerror(errno));
+      note("bashexec: cannot create a session directory: {}\n", std::strerror(errno));
       return exit_cannot_run;
     }
     session_dir = templ;
@@ -217,7 +235,7 @@ int serve_command(std::vector<std::string_view> argv) {
       // background task is killed and reaped, the spill files removed.
     });
   } catch (const std::exception& e) {
-    fmt::print(stderr, "bashexec: {}\n", e.what());
+    note("bashexec: {}\n", e.what());
     status = exit_cannot_run;
   }
   if (private_dir) {
@@ -231,7 +249,7 @@ int serve_command(std::vector<std::string_view> argv) {
 int main_impl(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   if (args.empty()) {
-    fmt::print(stderr, "{}", main_help);
+    note("{}", std::string_view(main_help));
     return exit_usage;
   }
   const std::string_view subcommand = args.front();
@@ -244,8 +262,12 @@ int main_impl(int argc, char** argv) {
     if (subcommand == "tools") return tools_command(std::move(rest));
     throw usage_error(fmt::format("unknown subcommand {} (run, serve, tools)", subcommand));
   } catch (const usage_error& e) {
-    fmt::print(stderr, "bashexec: {}\nRun `bashexec --help` for usage.\n", e.what());
+    note("bashexec: {}\nRun `bashexec --help` for usage.\n", e.what());
     return exit_usage;
+  } catch (const std::exception& e) {
+    // E.g. printing --help to a closed stdout: fmt::print throws.
+    note("bashexec: {}\n", e.what());
+    return exit_cannot_run;
   }
 }
 
