@@ -56,7 +56,9 @@ inline bashexec::run_result cli_run(const std::string& args, const std::filesyst
 /// added to (or replacing entries of) the test's environment.
 class cli_process {
  public:
-  explicit cli_process(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
+  /// `stderr_file`, when given, receives the process's stderr.
+  explicit cli_process(std::vector<std::string> args, const std::map<std::string, std::string>& env = {},
+                       const std::optional<std::filesystem::path>& stderr_file = std::nullopt) {
     int to_child[2], from_child[2];
     REQUIRE(::pipe2(to_child, O_CLOEXEC) == 0);
     REQUIRE(::pipe2(from_child, O_CLOEXEC) == 0);
@@ -64,6 +66,8 @@ class cli_process {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
     posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+    if (stderr_file)
+      posix_spawn_file_actions_addopen(&actions, 2, stderr_file->c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setpgroup(&attr, 0);
@@ -264,6 +268,19 @@ inline bool wait_for_processes(const std::string& marker, std::size_t count, std
     std::this_thread::sleep_for(20ms);
   }
   return true;
+}
+
+/// Descriptors open in process `pid`.
+inline std::size_t open_descriptors(pid_t pid) {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid))) ++count;
+  return count;
+}
+
+/// The whole content of a small file.
+inline std::string file_text(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
 }
 
 /// Entries of `dir` (a test's private TMPDIR or XDG_RUNTIME_DIR).

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bashexec/signal_name.hpp>
+
 #include "cli_test_support.hpp"
 
 using namespace cli_test;
@@ -159,15 +161,19 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP to run kill the command, remove its spill 
   for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
     INFO("signal " << signo);
     test_support::temp_dir tmp;
+    test_support::temp_dir logs;
     const std::string marker = unique_marker("run");
     cli_process run({"run", "--unconfined", "--", "head -c 200000 /dev/zero; exec -a " + marker + " sleep 300"},
-                    {{"TMPDIR", tmp.str()}});
+                    {{"TMPDIR", tmp.str()}}, logs.path() / "stderr");
     REQUIRE(wait_for_processes(execd_sleep(marker), 1));
     CHECK(has_entries_soon(tmp.path()));
     REQUIRE(::kill(run.pid(), signo) == 0);
     CHECK(run.wait_exit() == 128 + signo);
     CHECK(processes_with(marker).empty());
     CHECK(entries(tmp.path()).empty());
+    CHECK(file_text(logs.path() / "stderr") ==
+          fmt::format("bashexec: stopped by {}; the command was killed\n", bashexec::signal_name(signo)));
+    CHECK(run.rest().empty());  // no result for a command killed for our signal
   }
 }
 
@@ -298,4 +304,44 @@ TEST_CASE("run exits non-zero and says so on stderr when its output cannot be wr
   CHECK(cli_run("run --unconfined -- 'echo hi' >&- 2>&-").exit_code == 125);
   // A command's own status is kept when the output was written.
   CHECK(cli_run("run --unconfined -- 'echo hi; exit 3' >/dev/null").exit_code == 3);
+}
+
+TEST_CASE("serve keeps its open descriptors bounded however many sessions it sees", "[cli][serve][limits]") {
+  // Each session's log holds a descriptor; at most 256 stay open.
+  test_support::temp_dir sessions;
+  isolated_server s({"--session-dir", sessions.str()});
+  auto& server = s.server;
+  server.send({{"id", 0}, {"op", "tools"}});
+  server.reply_to(0);
+  const std::size_t before = open_descriptors(server.pid());
+  for (int i = 1; i <= 400; ++i)
+    server.send({{"id", i}, {"session", fmt::format("s{}", i)}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-9"}}}});
+  for (int i = 1; i <= 400; ++i) CHECK(server.reply_to(i)["text"] == "unknown task bash-9");
+  const std::size_t after = open_descriptors(server.pid());
+  CHECK(after <= before + 256);
+  CHECK(entries(sessions.path()).size() == 400);  // every session still has its log on disk
+}
+
+TEST_CASE("a call waiting for approval holds no in-flight slot, so other calls and the answer still get through",
+          "[cli][serve][limits][sandbox]") {
+  isolated_server s({"--mode", "read-only", "--approve", "ask", "--max-in-flight", "1"});
+  auto& server = s.server;
+  server.send(bash_call(1, "s1", "echo probe"));
+  const std::string probe = text_of(server.reply_to(1));
+  if (contains(probe, "sandbox unavailable")) {
+    WARN("skipped: no sandbox backend usable on this machine: " << probe);
+    return;
+  }
+  json args{{"command", "echo wider"},
+            {"description", "escalate"},
+            {"sandbox_permissions", "workspace-write"},
+            {"justification", "the test needs it"}};
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash"}, {"args", args}});
+  auto question = server.next([](const json& j) { return j.contains("approval"); });
+  // The only slot is free while the question waits: another call runs.
+  server.send(bash_call(3, "s1", "echo meanwhile"));
+  CHECK(server.reply_to(3)["text"] == "meanwhile\n");
+  server.send({{"id", 4}, {"op", "approve"}, {"approval", question["approval"]["id"]}, {"outcome", "allowed-once"}});
+  CHECK(server.reply_to(4)["is_error"] == false);
+  CHECK(server.reply_to(2)["text"] == "wider\n");
 }
