@@ -73,14 +73,14 @@ class line_writer {
 
   /// Never throws; false when the line was dropped.
   bool emit(const nlohmann::json& line) noexcept {
-    std::string text;
+    // A null line is what the handler answers when even its error response
+    // could not be built (out of memory).
+    std::string text = R"({"id":null,"text":"internal error: a response could not be built","is_error":true})";
     try {
-      text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      text += '\n';
+      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (...) {
-      text = R"({"id":null,"text":"internal error: a response could not be encoded","is_error":true})"
-             "\n";
     }
+    text += '\n';
     std::lock_guard lock(mutex_);
     return write_all(text);
   }
