@@ -2,7 +2,7 @@
 // status mapping and JSON, and `serve` end to end over pipes (issue 6).
 #include <catch2/catch.hpp>
 
-#include <chrono>
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <string>
@@ -10,151 +10,16 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include <bashexec/local_executor.hpp>
 #include <bashexec/detail/process_group.hpp>
 
-#include "executor_test_support.hpp"
+#include "cli_test_support.hpp"
 
-#ifndef BASHEXEC_CLI_PATH
-#error "BASHEXEC_CLI_PATH must name the built bashexec program"
-#endif
-
-namespace {
-
-using namespace std::chrono_literals;
-using nlohmann::json;
-
-const std::string cli = BASHEXEC_CLI_PATH;
-
-/// Runs `bashexec ARGS` through the library itself (unconfined) and returns
-/// its result: exit status, stdout, stderr.
-bashexec::run_result cli_run(const std::string& args, const std::filesystem::path& workdir = "/tmp") {
-  bashexec::local_executor executor;
-  bashexec::exec_request request;
-  request.command = "'" + cli + "' " + args;
-  request.workdir = workdir;
-  request.timeout = 60s;
-  return executor.run(executor.resolve(std::move(request)));
-}
-
-/// `bashexec serve` on two pipes, read line by line.
-class server_process {
- public:
-  explicit server_process(std::vector<std::string> args) {
-    int to_child[2], from_child[2];
-    REQUIRE(::pipe2(to_child, O_CLOEXEC) == 0);
-    REQUIRE(::pipe2(from_child, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    std::vector<std::string> argv{cli, "serve"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    ptrs.push_back(nullptr);
-    REQUIRE(::posix_spawn(&pid_, cli.c_str(), &actions, &attr, ptrs.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    in_ = to_child[1];
-    out_ = from_child[0];
-  }
-
-  ~server_process() {
-    close_input();
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  void send(const json& line) { send_raw(line.dump()); }
-
-  void send_raw(const std::string& text) {
-    std::string line = text + "\n";
-    REQUIRE(::write(in_, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-  }
-
-  /// The next line that satisfies `match`; others are kept for later.
-  json next(const std::function<bool(const json&)>& match, std::chrono::milliseconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      for (auto it = seen_.begin(); it != seen_.end(); ++it)
-        if (match(*it)) {
-          json found = *it;
-          seen_.erase(it);
-          return found;
-        }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      REQUIRE(left.count() > 0);
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[65536];
-      ssize_t n = ::read(out_, buf, sizeof buf);
-      REQUIRE(n > 0);
-      buffer_.append(buf, static_cast<std::size_t>(n));
-      for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
-        seen_.push_back(json::parse(buffer_.substr(0, nl)));
-        buffer_.erase(0, nl + 1);
-      }
-    }
-  }
-
-  json reply_to(int id) {
-    return next([id](const json& j) { return j.contains("id") && j["id"] == id; });
-  }
-
-  void close_input() {
-    if (in_ >= 0) ::close(in_);
-    in_ = -1;
-  }
-
-  /// Waits for the server to exit after end of input; its exit status.
-  int wait_exit(std::chrono::milliseconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(20ms);
-    }
-    pgid_ = pid_;
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  pid_t pgid() const { return pgid_ > 0 ? pgid_ : pid_; }
-
- private:
-  pid_t pid_ = -1;
-  pid_t pgid_ = -1;
-  int in_ = -1;
-  int out_ = -1;
-  std::string buffer_;
-  std::vector<json> seen_;
-};
-
-json bash_call(int id, const std::string& session, const std::string& command, bool background = false) {
-  json args{{"command", command}, {"description", "test"}};
-  if (background) args["run_in_background"] = true;
-  return {{"id", id}, {"session", session}, {"tool", "bash"}, {"args", args}};
-}
-
-}  // namespace
+using namespace cli_test;
 
 TEST_CASE("bashexec run exits with the command's own status", "[cli]") {
   CHECK(cli_run("run --unconfined -- 'exit 0'").exit_code == 0);

@@ -13,7 +13,7 @@
 //   task_snapshot get(const task_id&) const;             // throws unknown_task
 //   std::optional<owner_token> owner_of(const task_id&) const;
 //   task_read read_output(const task_id&);               // throws unknown_task
-//   bool kill(const task_id&);                           // false: already finished
+//   bool kill(const task_id&);                           // false: finished, or a kill already under way
 //   on_task_done(listener) -> RAII subscription          // listener(const task_snapshot&)
 #pragma once
 
@@ -445,8 +445,15 @@ class bash_tools {
     if (auto refused = fence(id, context)) return *refused;
     const std::string name = to_valid_utf8(id.value());
     if (executor_.kill(id)) return tool_result{fmt::format("killed task {}", name), false};
-    return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name,
-                                   status_line(executor_.get(id))),
+    // `kill` is false both for a task that has finished and for one whose
+    // kill is already under way (a TERM-ignoring command in its grace
+    // period): the text must agree with the status line below it.
+    const task_snapshot task = executor_.get(id);
+    if (task.status == task_status::running)
+      return tool_result{fmt::format("task {} is already being killed and has not exited yet; nothing more to do\n{}",
+                                     name, status_line(task)),
+                         false};
+    return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name, status_line(task)),
                        false};
   }
 
