@@ -29,32 +29,6 @@ namespace {
 
 using fork_exec_executor = basic_executor<policies<spawn_with<fork_exec>>>;
 
-/// A number unlikely to appear in any other command line: `sleep <it>`
-/// marks a test's processes, so they can be found from the host's /proc.
-std::string unique_sleep() {
-  static std::atomic<unsigned> counter{0};
-  std::random_device device;
-  return fmt::format("3{:03}.{}{:05}", counter++ % 1000, ::getpid() % 1000, device() % 100000);
-}
-
-/// Live processes whose command line contains `marker`.
-std::vector<long> processes_with(const std::string& marker) {
-  std::vector<long> found;
-  DIR* dir = ::opendir("/proc");
-  if (!dir) return found;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline", std::ios::binary);
-    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (char& c : line)
-      if (c == '\0') c = ' ';
-    const long pid = std::atol(entry->d_name);
-    if (line.find(marker) != std::string::npos && pid != ::getpid() && pid_alive(pid)) found.push_back(pid);
-  }
-  ::closedir(dir);
-  return found;
-}
-
 /// The escapes a command can try to outlive its run with, each ending in a
 /// `sleep <marker>`.
 std::vector<std::string> escapee_commands(const std::string& marker) {
