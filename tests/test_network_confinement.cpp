@@ -439,7 +439,7 @@ TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole pro
   REQUIRE(result.sandbox);
   CHECK_FALSE(result.sandbox->denied);
   CHECK_FALSE(result.sandbox->runner_failed);
-  CHECK(eventually([&] { return processes_with(marker).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and its group gone (contract 4, 9)",
@@ -455,7 +455,7 @@ TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and
   CHECK(done.status == task_status::killed);
   REQUIRE(done.sandbox);
   CHECK_FALSE(done.sandbox->runner_failed);
-  CHECK(eventually([&] { return processes_with(marker).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEST_CASE("network none through sandbox_executor: whichever backend the chain selects confines the network",

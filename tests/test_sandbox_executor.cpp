@@ -459,7 +459,7 @@ TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole p
   REQUIRE(result.sandbox);
   CHECK(result.sandbox->mode == sandbox_mode::read_only);
   CHECK_FALSE(result.sandbox->denied);
-  CHECK(eventually([&] { return processes_with(marker).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed and its group gone (contract 4, 9, 14)",
@@ -477,7 +477,7 @@ TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed a
   CHECK_FALSE(done.sandbox->denied);
   CHECK_FALSE(done.sandbox->runner_failed);
   CHECK_FALSE(exec.kill(id));
-  CHECK(eventually([&] { return processes_with(marker).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 // ---------------------------------------------------------------------------
