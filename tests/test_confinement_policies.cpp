@@ -872,13 +872,19 @@ TEST_CASE("landlock: the denial dialect is \"permission denied\", matched case-i
 static_assert(confining_policy<bwrap>);
 static_assert(!bwrap::needs_pre_exec);
 
-TEST_CASE("bwrap: the profile is the contract's, tmpfs /tmp before the workspace bind (contract 14)", "[bwrap]") {
+TEST_CASE("bwrap: the profile is the contract's: pid namespace, no capabilities, tmpfs /tmp before the workspace bind (contract 14)", "[bwrap]") {
   using V = std::vector<std::string>;
-  CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, "/ws") ==
-        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"});
-  CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, "/ws") ==
-        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent", "--tmpfs", "/tmp",
-          "--bind", "/ws", "/ws"});
+  const V base{"--ro-bind", "/",     "/",          "--dev", "/dev",
+               "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL", "--die-with-parent"};
+  CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, "/ws") == base);
+  V workspace = base;
+  workspace.insert(workspace.end(), {"--tmpfs", "/tmp", "--bind", "/ws", "/ws"});
+  CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, "/ws") == workspace);
+  // Read-only paths (the spill directory) come last, each that exists.
+  V spills = workspace;
+  spills.insert(spills.end(), {"--ro-bind", "/", "/"});
+  CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, "/ws", {}, network_access::full,
+                                   {"/", "/no/such/dir"}) == spills);
 }
 
 TEST_CASE("bwrap: prepare passes the status fd as an inherited descriptor and wraps the argv (contract 14, 16)",

@@ -9,6 +9,7 @@
 // first `start`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -41,6 +42,7 @@
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/listeners.hpp"
 #include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/spawn_thread.hpp"
 #include "bashexec/detail/resource_limits.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/detail/utf8_boundary.hpp"
@@ -92,6 +94,42 @@ inline void require_executable(const std::filesystem::path& shell) {
     throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
 }
 
+/// The writable root (/tmp or the workspace, as workspace-write grants
+/// them) that `path` lies under, if any.
+inline std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
+                                                                  const std::filesystem::path& workspace_root) {
+  std::error_code ignored;
+  const auto target = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+  for (const std::filesystem::path& root : {std::filesystem::path("/tmp"), workspace_root}) {
+    const auto base = std::filesystem::weakly_canonical(root, ignored);
+    if (std::mismatch(base.begin(), base.end(), target.begin(), target.end()).first == base.end()) return root;
+  }
+  return std::nullopt;
+}
+
+/// Where the spill directory goes. A confining executor keeps spill files
+/// outside every root a confined command may write — Landlock cannot make a
+/// path read-only inside a root it grants — so it refuses a configured
+/// parent there (std::invalid_argument naming spill_parent) and skips such
+/// default candidates.
+inline std::filesystem::path choose_spill_parent(const executor_config& config,
+                                                 const std::filesystem::path& workspace_root, bool confining) {
+  if (config.spill_parent) {
+    if (confining)
+      if (auto root = writable_root_holding(*config.spill_parent, workspace_root))
+        throw std::invalid_argument(fmt::format(
+            "spill_parent {} lies under {}, which workspace-write commands may write; spill files must be "
+            "readable but never writable by confined commands: choose a directory outside it",
+            config.spill_parent->string(), root->string()));
+    return *config.spill_parent;
+  }
+  const auto candidates = default_spill_parents();
+  if (confining)
+    for (const auto& candidate : candidates)
+      if (!writable_root_holding(candidate, workspace_root)) return candidate;
+  return candidates.front();
+}
+
 inline std::filesystem::path current_directory() {
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec);
@@ -129,7 +167,7 @@ class basic_executor {
         cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
         workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
                                                        : cwd_),
-        spills_(config_.spill_parent.value_or(std::filesystem::path{}), config_.spill_budget_bytes,
+        spills_(detail::choose_spill_parent(config_, workspace_root_, confines), config_.spill_budget_bytes,
                 config_.keep_spill_dir),
         confinement_(config_),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
@@ -158,6 +196,7 @@ class basic_executor {
     }
     reactor_.wake();
     reactor_.shutdown();
+    spawner_.shutdown();
     listeners_->shutdown();
   }
 
@@ -224,7 +263,9 @@ class basic_executor {
     auto task = std::make_unique<task_record>(*this, spec);
     prepared launch = prepare(spec, choice);
     try {
-      spawned_process process = spawn_type::spawn(launch.plan);
+      // On the executor's spawn thread: whatever the kernel ties to the
+      // spawning thread (bwrap's die-with-parent) lives as long as we do.
+      spawned_process process = spawner_.call([&launch] { return spawn_type::spawn(launch.plan); });
       task->begin(std::move(process), std::move(launch));
     } catch (const pre_exec_failed& e) {
       // The confinement's own step failed in the child: a runner failure.
@@ -404,6 +445,7 @@ class basic_executor {
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = detail::plan_limits(config_.limits);
+    if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
     if (!cgroup_parent_.empty()) {
       p.cgroup.emplace(detail::cgroup::create(cgroup_parent_));
       p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
@@ -782,6 +824,7 @@ class basic_executor {
   bool disposing_ = false;
   std::vector<std::unique_ptr<task_record>> tasks_;
   std::unordered_map<task_id, task_record*> index_;
+  detail::spawn_thread spawner_;
   // Declared last: destroyed (joined) first, while the tasks still exist.
   detail::reactor reactor_;
 };

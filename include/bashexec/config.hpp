@@ -120,7 +120,12 @@ struct executor_config {
   std::chrono::milliseconds drain_timeout{2000};
   /// Per-stream in-memory output cap.
   std::size_t output_cap = 64000;
-  /// Where the private spill directory is created; $TMPDIR or /tmp when empty.
+  /// Where the private spill directory is created. Empty: a per-user 0700
+  /// `$XDG_RUNTIME_DIR/bashexec` when XDG_RUNTIME_DIR is a private directory
+  /// of this user, else /var/tmp — never /tmp, which workspace-write grants.
+  /// A confining executor refuses a parent under /tmp or under the workspace
+  /// root: a confined command must never write, rename or remove a spill
+  /// file (DESIGN.md "Beyond").
   std::optional<std::filesystem::path> spill_parent;
   /// Keep the spill directory after disposal (post-mortems).
   bool keep_spill_dir = false;

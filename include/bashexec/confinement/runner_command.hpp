@@ -107,7 +107,7 @@ class runner_command {
       launch.status = std::move(marker.read);
     }
     argv.insert(argv.end(), argv_.begin() + 1, argv_.end());
-    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_);
+    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
     argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
     argv.emplace_back("--");
     argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));

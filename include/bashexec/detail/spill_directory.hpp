@@ -13,11 +13,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <system_error>
 
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -40,6 +42,29 @@ inline std::string random_name(std::string_view prefix) {
   std::string name(prefix);
   for (unsigned char b : bytes) name += fmt::format("{:02x}", b);
   return name;
+}
+
+/// Where spill directories may go by default, best first: outside every root
+/// a confined command may write (never /tmp, which workspace-write grants),
+/// and readable at the same path by later commands. A per-user 0700
+/// `bashexec` directory under $XDG_RUNTIME_DIR when that is a private
+/// directory of ours, then /var/tmp, then /dev/shm (which bwrap replaces
+/// with a fresh /dev: its spill directory is bound back read-only).
+inline std::vector<std::filesystem::path> default_spill_parents() {
+  std::vector<std::filesystem::path> candidates;
+  auto private_dir = [](const char* path) {
+    struct stat info {};
+    return ::lstat(path, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid() &&
+           (info.st_mode & 077) == 0;
+  };
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && runtime[0] == '/' && private_dir(runtime)) {
+    std::filesystem::path dir = std::filesystem::path(runtime) / "bashexec";
+    ::mkdir(dir.c_str(), 0700);  // EEXIST is fine; what is there is checked next
+    if (private_dir(dir.c_str())) candidates.push_back(std::move(dir));
+  }
+  candidates.emplace_back("/var/tmp");
+  candidates.emplace_back("/dev/shm");
+  return candidates;
 }
 
 /// Owns the private spill directory and enforces the retention rule: spill
@@ -126,11 +151,7 @@ class spill_directory {
 
   void ensure_directory() {
     if (!path_.empty()) return;
-    auto base = parent_;
-    if (base.empty()) {
-      const char* tmpdir = std::getenv("TMPDIR");
-      base = (tmpdir && *tmpdir) ? tmpdir : "/tmp";
-    }
+    auto base = parent_.empty() ? default_spill_parents().front() : parent_;
     std::string templ = (base / "bashexec-XXXXXXXXXXXX").string();
     if (::mkdtemp(templ.data()) == nullptr) throw_syscall(fmt::format("mkdtemp {}", templ));
     path_ = templ;  // mkdtemp creates it 0700
