@@ -40,8 +40,8 @@ bool has_entries_soon(const fs::path& dir) {
 /// A server whose spill files and private session directory land in
 /// directories of this test, so that the test can see them go.
 struct isolated_server {
-  test_support::temp_dir tmp;      // TMPDIR: the executor's spill directory
-  test_support::temp_dir runtime;  // XDG_RUNTIME_DIR: the private session directory
+  test_support::temp_dir tmp;      // TMPDIR: nothing of bashexec's may land here
+  test_support::temp_dir runtime;  // XDG_RUNTIME_DIR: the session directory, and spills under bashexec/
   test_support::temp_dir workspace;
   server_process server;
 
@@ -145,14 +145,16 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP to serve kill every command, remove its fi
     server.send(bash_call("fg", "s1", "exec -a " + marker + "-fg sleep 300"));
     REQUIRE(wait_for_processes(execd_sleep(marker + "-bg"), 1));
     REQUIRE(wait_for_processes(execd_sleep(marker + "-fg"), 1));
-    CHECK(has_entries_soon(s.tmp.path()));      // the spill directory
-    CHECK_FALSE(entries(s.runtime.path()).empty());  // the private session directory
+    const fs::path spills = s.runtime.path() / "bashexec";
+    CHECK(has_entries_soon(spills));                 // the spill directory
+    CHECK(entries(s.runtime.path()).size() == 2);    // and the private session directory
 
     REQUIRE(::kill(server.pid(), signo) == 0);
     CHECK(server.wait_exit() == 128 + signo);
     CHECK(processes_with(marker).empty());
-    CHECK(entries(s.tmp.path()).empty());      // no spill directory or file left
-    CHECK(entries(s.runtime.path()).empty());  // no session directory left
+    CHECK(entries(spills).empty());                  // no spill directory or file left
+    CHECK(entries(s.runtime.path()) == std::vector<std::string>{"bashexec"});  // no session directory left
+    CHECK(entries(s.tmp.path()).empty());
   }
 }
 
@@ -160,17 +162,19 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP to run kill the command, remove its spill 
           "[cli][signals]") {
   for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
     INFO("signal " << signo);
-    test_support::temp_dir tmp;
+    // Not under /tmp: spill files never go where workspace-write may write.
+    test_support::temp_dir tmp("/var/tmp");
     test_support::temp_dir logs;
     const std::string marker = unique_marker("run");
     cli_process run({"run", "--unconfined", "--", "head -c 200000 /dev/zero; exec -a " + marker + " sleep 300"},
-                    {{"TMPDIR", tmp.str()}}, logs.path() / "stderr");
+                    {{"XDG_RUNTIME_DIR", tmp.str()}}, logs.path() / "stderr");
     REQUIRE(wait_for_processes(execd_sleep(marker), 1));
-    CHECK(has_entries_soon(tmp.path()));
+    const fs::path kept = tmp.path() / "bashexec" / "bashexec-run";  // where run keeps printed spills
+    CHECK(has_entries_soon(kept));
     REQUIRE(::kill(run.pid(), signo) == 0);
     CHECK(run.wait_exit() == 128 + signo);
     CHECK(processes_with(marker).empty());
-    CHECK(entries(tmp.path()).empty());
+    CHECK(entries(kept).empty());
     CHECK(file_text(logs.path() / "stderr") ==
           fmt::format("bashexec: stopped by {}; the command was killed\n", bashexec::signal_name(signo)));
     CHECK(run.rest().empty());  // no result for a command killed for our signal

@@ -362,3 +362,40 @@ TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only when bash
   // The host's mount table is untouched.
   CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) != 0);
 }
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("Beyond: bashexec run keeps the spill file it printed a path to, and nothing when it printed none",
+          "[hardening][spill][cli]") {
+  temp_dir workspace("/var/tmp");
+  temp_dir runtime("/var/tmp");  // a private XDG_RUNTIME_DIR: the kept files land there
+  fs::permissions(runtime.path(), fs::perms::owner_all);
+  const fs::path out = workspace.path() / "printed";
+  auto run = [&](const std::string& command) {
+    const std::string line =
+        fmt::format("cd {} && XDG_RUNTIME_DIR={} {} run -- '{}' >{} 2>&1", workspace.str(), runtime.str(),
+                    BASHEXEC_CLI_PATH, command, out.string());
+    std::system(line.c_str());
+    return slurp(out);
+  };
+  const fs::path kept = runtime.path() / "bashexec" / "bashexec-run";
+  const std::string text = run("seq 1 30000");
+  const auto at = text.find("full output: ");
+  REQUIRE(at != std::string::npos);
+  const fs::path spill = text.substr(at + 13, text.find(']', at) - at - 13);
+  CHECK(spill.string().starts_with(kept.string()));
+  REQUIRE(fs::exists(spill));
+  CHECK(fs::file_size(spill) == slurp(spill).size());
+  CHECK_THAT(slurp(spill), Catch::EndsWith("29999\n30000\n"));
+  // A later command reads it at the printed path; none may change it.
+  CHECK(run("wc -l < " + spill.string() + "; echo x >> " + spill.string()) ==
+        "30000\n[stderr]\n" + fmt::format("/bin/bash: line 1: {}: Read-only file system\n", spill.string()) +
+            "[sandbox: file access denied under read-only mode]\n[exit code: 1]\n");
+  // Nothing spilled: nothing kept.
+  std::size_t before = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(kept)) ++before;
+  CHECK(run("echo small") == "small\n");
+  std::size_t after = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(kept)) ++after;
+  CHECK(after == before);
+}
+#endif

@@ -2,6 +2,8 @@
 // as JSON lines, or print the `tools` schemas — for people trying bashexec
 // and for harnesses written in languages other than C++.
 #include <cerrno>
+#include <chrono>
+#include <functional>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -40,15 +42,47 @@ executor_config make_config(const common_options& options) {
   return config;
 }
 
+/// How long `run` keeps the spill files it printed a path to.
+constexpr auto kept_spill_lifetime = std::chrono::hours(24);
+
+/// `bashexec run` exits right after printing, so a spill path it prints must
+/// outlive it: its spill directories go under `<default spill parent>/
+/// bashexec-run` and are kept when a path was printed. Each `run` first
+/// removes the kept directories there older than `kept_spill_lifetime`.
+std::filesystem::path run_spill_parent(const common_options& options) {
+  const auto workspace = options.workdir ? std::filesystem::absolute(*options.workdir) : std::filesystem::current_path();
+  std::filesystem::path base;
+  for (const auto& candidate : bashexec::detail::default_spill_parents())
+    if (!bashexec::detail::writable_root_holding(candidate, workspace)) {
+      base = candidate;
+      break;
+    }
+  if (base.empty()) base = bashexec::detail::default_spill_parents().front();
+  const auto parent = base / "bashexec-run";
+  std::error_code ec;
+  std::filesystem::create_directory(parent, ec);
+  std::filesystem::permissions(parent, std::filesystem::perms::owner_all, ec);
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    std::error_code ignored;
+    const auto written = entry.last_write_time(ignored);
+    if (!ignored && now - written > kept_spill_lifetime) std::filesystem::remove_all(entry.path(), ignored);
+  }
+  return parent;
+}
+
 /// Runs `body` with the executor the options ask for: the sandboxing one
-/// unless the mode is danger-full-access.
+/// unless the mode is danger-full-access. `adjust` edits the configuration.
 template <class Body>
-int with_executor(const common_options& options, Body&& body) {
+int with_executor(const common_options& options, Body&& body,
+                  const std::function<void(executor_config&)>& adjust = {}) {
+  executor_config config = make_config(options);
+  if (adjust) adjust(config);
   if (options.confined()) {
-    sandbox_executor executor(make_config(options));
+    sandbox_executor executor(std::move(config));
     return body(executor);
   }
-  local_executor executor(make_config(options));
+  local_executor executor(std::move(config));
   return body(executor);
 }
 
@@ -152,18 +186,29 @@ int run_command(std::vector<std::string_view> argv) {
     request.timeout = options.timeout;
     request.stop = abort.get_token();
     try {
+      // Nothing is kept unless a printed path points into it.
+      auto forget_spills = [&executor] {
+        std::error_code ignored;
+        if (auto dir = executor.spill_directory(); !dir.empty()) std::filesystem::remove_all(dir, ignored);
+      };
       const run_result result = executor.run(executor.resolve(std::move(request)));
-      if (signals.received()) return 0;  // the command was killed for our signal: no result to print
+      if (signals.received()) return forget_spills(), 0;  // killed for our signal: no result to print
       const bool written = print_result(options.json ? to_json(result).dump() : render_run_result(result, false));
+      if (!written || !(result.out.spill_path || result.err.spill_path)) forget_spills();
       return written ? exit_status(result) : exit_cannot_run;
     } catch (const std::exception& e) {
+      std::error_code ignored;
+      if (auto dir = executor.spill_directory(); !dir.empty()) std::filesystem::remove_all(dir, ignored);
       if (signals.received()) return 0;
       note("bashexec: {}\n", e.what());
       return exit_cannot_run;
     }
+  }, [&options](executor_config& config) {
+    config.spill_parent = run_spill_parent(options);
+    config.keep_spill_dir = true;  // removed above unless a printed path points into it
   });
-  // The executor is gone here: the command's group is killed and reaped and
-  // the spill files are removed.
+  // The executor is gone here: the command's group is killed and reaped, and
+  // the spill files are gone unless the printed result names them.
   if (const int signo = signals.received()) {
     note("bashexec: stopped by {}; the command was killed\n", signal_label(signo));
     return 128 + signo;

@@ -64,6 +64,11 @@ Exit status: the command's own exit code; 128+N when a signal N killed it;
 result could not be written to stdout, with a one-line reason on stderr; 2
 for a command-line mistake. SIGINT, SIGTERM or SIGHUP to bashexec kills the
 command's process group, removes its spill files and exits 128+N.
+
+Truncated output: the full stream's spill file path is printed and the file
+is kept after bashexec exits, under $XDG_RUNTIME_DIR/bashexec/bashexec-run
+(else /var/tmp/bashexec-run), readable by later commands and writable by no
+confined one. Each `run` removes kept spill files older than 24 hours.
 )";
 
 inline constexpr std::string_view serve_help = R"(Usage: bashexec serve [options]
