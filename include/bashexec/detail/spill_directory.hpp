@@ -127,7 +127,10 @@ class spill_directory {
       const char* tmpdir = std::getenv("TMPDIR");
       base = (tmpdir && *tmpdir) ? tmpdir : "/tmp";
     }
-    std::string templ = (base / "bashexec-XXXXXXXXXXXX").string();
+    // mkdtemp randomises exactly the trailing six X's (more would stay
+    // literal X's), so the unpredictable part is our own getrandom name and
+    // mkdtemp only adds its suffix and the atomic, exclusive 0700 mkdir.
+    std::string templ = (base / random_name("bashexec-").substr(0, 21)).string() + "-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) throw_syscall(fmt::format("mkdtemp {}", templ));
     path_ = templ;  // mkdtemp creates it 0700
   }
