@@ -85,7 +85,7 @@ TEST_CASE("contract 6: consecutive reads are incremental and never repeat output
   CHECK(executor.read_output(id).delta.empty());
 }
 
-TEST_CASE("contract 6: stderr follows stdout under [stderr], with a separating newline only when needed",
+TEST_CASE("contract 6: stderr follows stdout under its stderr header line, with a separating newline only when needed",
           "[background][contract-6]") {
   local_executor executor(fast_config());
   struct example {
@@ -540,7 +540,7 @@ TEST_CASE("contract 10: unsubscribing waits for a call of that listener already 
   CHECK(finished);
 }
 
-TEST_CASE("contract 5: spill files never hold more than the budget; the oldest settled go first",
+TEST_CASE("contract 5: spill files never hold more than the budget, and the oldest settled go first",
           "[background][contract-5]") {
   executor_config config = fast_config();
   config.spill_budget_bytes = 1 << 20;

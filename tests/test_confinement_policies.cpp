@@ -535,7 +535,7 @@ bool set_inode_flags(const fs::path& path, int flags) {
 }  // namespace
 
 TEST_CASE("landlock: under read-only chattr (the inode-attribute ioctls) on a host file is refused with EACCES and "
-          "changes nothing; lsattr still works",
+          "changes nothing, while lsattr still works",
           "[landlock][metadata][seccomp]") {
   SKIP_UNLESS(landlock_missing());
   SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
@@ -1128,7 +1128,7 @@ TEST_CASE("runner_command: a signature counts only at the start of the first non
 }
 
 TEST_CASE("runner_command: a real command printing a signature after other output and exiting 1 is the command's "
-          "own failure; a runner whose first stderr line starts with it is a runner failure (contract 16)",
+          "own failure — a runner whose first stderr line starts with it is a runner failure (contract 16)",
           "[runner_command]") {
   temp_dir dir{"/var/tmp"};
   // A runner that passes through to the command: skips its profile up to "--".
