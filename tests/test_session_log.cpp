@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "executor_test_support.hpp"
+
 #include <bashexec/session/session_log.hpp>
 
 using namespace bashexec;
@@ -18,11 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory removed at scope exit.
+/// A fresh directory under the tests' scratch root, removed at scope exit.
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "bashexec-session-XXXXXX").string();
+    std::string pattern = (test_support::scratch_root() / "bashexec-session-XXXXXX").string();
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
