@@ -1277,7 +1277,8 @@ TEST_CASE("chain: a candidate whose constructor throws is unusable and says why 
   CHECK(policy.selected_name() == "fake-b");
 }
 
-TEST_CASE("chain: the probe runs once per lifetime however many threads select (contract 15)", "[chain]") {
+TEST_CASE("chain: the probe runs once per lifetime however many threads select (contract 15)",
+          "[chain][concurrency]") {
   chain<fake_a, fake_b> policy{executor_config{}};
   std::atomic<int> probes{0};
   std::vector<std::thread> threads;
