@@ -20,11 +20,16 @@ namespace fuzz_support {
 
 #define FUZZ_CHECK(cond) ((cond) ? (void)0 : ::fuzz_support::property_failed(#cond, __FILE__, __LINE__))
 
-/// A private directory for this fuzzing process, on tmpfs when there is one
-/// (the session log fsyncs every append), removed at exit.
+/// A private directory for this fuzzing process: under
+/// $BASHEXEC_FUZZ_SCRATCH when set (scripts/run-fuzz.sh points it at a
+/// directory it removes afterwards: libFuzzer ends a timed run with _Exit, so
+/// no exit handler of ours runs), else on tmpfs when there is one (the
+/// session log fsyncs every append).
 inline const std::filesystem::path& scratch() {
   static const std::filesystem::path dir = [] {
-    std::string base = std::filesystem::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0
+    const char* given = std::getenv("BASHEXEC_FUZZ_SCRATCH");
+    std::string base = given && *given ? std::string(given)
+                       : std::filesystem::is_directory("/dev/shm") && ::access("/dev/shm", W_OK) == 0
                            ? std::string("/dev/shm")
                            : std::filesystem::temp_directory_path().string();
     std::string templ = base + "/bashexec-fuzz-XXXXXX";

@@ -68,7 +68,7 @@ comm -13 "$work/listed" "$work/executed-once" >"$work/extra"
 report "cases that ran more than once" "$work/twice"
 report "listed cases that never ran" "$work/missing"
 report "cases that ran but are not listed" "$work/extra"
-if [[ $listed != "$executed" || $listed != "$entries" ]]; then
+if ! [[ $listed == "$executed" && $listed == "$entries" ]]; then
   echo "check-catch-count: the counts differ" >&2
   status=1
 fi

@@ -32,6 +32,12 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1:halt_on_error=1
 
+# The targets' scratch files (session logs, spill files) go here, on tmpfs
+# when there is one, and go away with the script whatever the targets do.
+scratch=$(mktemp -d /dev/shm/bashexec-fuzz-run.XXXXXX 2>/dev/null || mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export BASHEXEC_FUZZ_SCRATCH=$scratch
+
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   for exe in "$build"/fuzz_*; do
