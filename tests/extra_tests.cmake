@@ -41,3 +41,9 @@ if(BASHEXEC_TSAN_TESTS)
       ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
   endforeach()
 endif()
+
+# --- the hardening tests again as an ordinary user (root runs the rest) ------
+add_test(NAME test_hardening_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening> --warn NoTests
+          "[hardening]")
+set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77)

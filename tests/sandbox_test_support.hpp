@@ -3,7 +3,14 @@
 // a run must report on this machine.
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <dirent.h>
+#include <unistd.h>
 #include <utility>
 #include <cstring>
 #include <optional>
@@ -128,22 +135,32 @@ observed observe(Executor& exec, bashexec::exec_request request, via how) {
   return {settled.exit_code, settled.signal, settled.sandbox, read.delta};
 }
 
-/// Prefix for a command: its first output line is the shell's process group.
-inline constexpr const char* print_pgid = "read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg; ";
+/// A number unlikely to appear in any other command line: `sleep <it>`
+/// marks a test's processes, so the host finds them in its own /proc —
+/// also those inside a pid namespace (bwrap), whose own ids mean nothing
+/// out here.
+inline std::string unique_sleep() {
+  static std::atomic<unsigned> counter{0};
+  static std::random_device device;
+  return fmt::format("3{:03}.{}{:05}", counter++ % 1000, ::getpid() % 1000, device() % 100000);
+}
 
-/// Starts `request` (whose command begins with `print_pgid`) in the
-/// background and returns the task and the process group it reported.
-template <class Executor>
-std::pair<bashexec::task_id, long> start_reporting_pgid(Executor& exec, bashexec::exec_request request) {
-  const bashexec::task_id id = exec.start(exec.resolve(std::move(request)));
-  std::string seen;
-  REQUIRE(eventually([&] {
-    seen += exec.read_output(id).delta;
-    return seen.find('\n') != std::string::npos;
-  }));
-  const long pgid = first_pid(seen);
-  REQUIRE(pgid > 1);
-  return {id, pgid};
+/// Live processes whose command line contains `marker`.
+inline std::vector<long> processes_with(const std::string& marker) {
+  std::vector<long> found;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return found;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline", std::ios::binary);
+    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : line)
+      if (c == '\0') c = ' ';
+    const long pid = std::atol(entry->d_name);
+    if (line.find(marker) != std::string::npos && pid != ::getpid() && pid_alive(pid)) found.push_back(pid);
+  }
+  ::closedir(dir);
+  return found;
 }
 
 }  // namespace test_support

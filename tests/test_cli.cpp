@@ -2,7 +2,7 @@
 // status mapping and JSON, and `serve` end to end over pipes (issue 6).
 #include <catch2/catch.hpp>
 
-#include <chrono>
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <string>
@@ -10,151 +10,16 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include <bashexec/local_executor.hpp>
 #include <bashexec/detail/process_group.hpp>
 
-#include "executor_test_support.hpp"
+#include "cli_test_support.hpp"
 
-#ifndef BASHEXEC_CLI_PATH
-#error "BASHEXEC_CLI_PATH must name the built bashexec program"
-#endif
-
-namespace {
-
-using namespace std::chrono_literals;
-using nlohmann::json;
-
-const std::string cli = BASHEXEC_CLI_PATH;
-
-/// Runs `bashexec ARGS` through the library itself (unconfined) and returns
-/// its result: exit status, stdout, stderr.
-bashexec::run_result cli_run(const std::string& args, const std::filesystem::path& workdir = "/tmp") {
-  bashexec::local_executor executor;
-  bashexec::exec_request request;
-  request.command = "'" + cli + "' " + args;
-  request.workdir = workdir;
-  request.timeout = 60s;
-  return executor.run(executor.resolve(std::move(request)));
-}
-
-/// `bashexec serve` on two pipes, read line by line.
-class server_process {
- public:
-  explicit server_process(std::vector<std::string> args) {
-    int to_child[2], from_child[2];
-    REQUIRE(::pipe2(to_child, O_CLOEXEC) == 0);
-    REQUIRE(::pipe2(from_child, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    std::vector<std::string> argv{cli, "serve"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    ptrs.push_back(nullptr);
-    REQUIRE(::posix_spawn(&pid_, cli.c_str(), &actions, &attr, ptrs.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    in_ = to_child[1];
-    out_ = from_child[0];
-  }
-
-  ~server_process() {
-    close_input();
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  void send(const json& line) { send_raw(line.dump()); }
-
-  void send_raw(const std::string& text) {
-    std::string line = text + "\n";
-    REQUIRE(::write(in_, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-  }
-
-  /// The next line that satisfies `match`; others are kept for later.
-  json next(const std::function<bool(const json&)>& match, std::chrono::milliseconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      for (auto it = seen_.begin(); it != seen_.end(); ++it)
-        if (match(*it)) {
-          json found = *it;
-          seen_.erase(it);
-          return found;
-        }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      REQUIRE(left.count() > 0);
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[65536];
-      ssize_t n = ::read(out_, buf, sizeof buf);
-      REQUIRE(n > 0);
-      buffer_.append(buf, static_cast<std::size_t>(n));
-      for (auto nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n')) {
-        seen_.push_back(json::parse(buffer_.substr(0, nl)));
-        buffer_.erase(0, nl + 1);
-      }
-    }
-  }
-
-  json reply_to(int id) {
-    return next([id](const json& j) { return j.contains("id") && j["id"] == id; });
-  }
-
-  void close_input() {
-    if (in_ >= 0) ::close(in_);
-    in_ = -1;
-  }
-
-  /// Waits for the server to exit after end of input; its exit status.
-  int wait_exit(std::chrono::milliseconds limit = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(20ms);
-    }
-    pgid_ = pid_;
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  pid_t pgid() const { return pgid_ > 0 ? pgid_ : pid_; }
-
- private:
-  pid_t pid_ = -1;
-  pid_t pgid_ = -1;
-  int in_ = -1;
-  int out_ = -1;
-  std::string buffer_;
-  std::vector<json> seen_;
-};
-
-json bash_call(int id, const std::string& session, const std::string& command, bool background = false) {
-  json args{{"command", command}, {"description", "test"}};
-  if (background) args["run_in_background"] = true;
-  return {{"id", id}, {"session", session}, {"tool", "bash"}, {"args", args}};
-}
-
-}  // namespace
+using namespace cli_test;
 
 TEST_CASE("bashexec run exits with the command's own status", "[cli]") {
   CHECK(cli_run("run --unconfined -- 'exit 0'").exit_code == 0);
@@ -384,4 +249,79 @@ TEST_CASE("bashexec serve --approve ask asks on its output and waits for the ans
   }
   CHECK(ran["text"] == "wrote\n");
   CHECK(std::filesystem::exists(workspace.path() / "granted.txt"));
+}
+
+TEST_CASE("bashexec serve rejects a blank description and an empty task_id, naming the field",
+          "[cli][serve][contract-18]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  server.send({{"id", 1},
+               {"session", "s1"},
+               {"tool", "bash"},
+               {"args", {{"command", "touch ran"}, {"description", "  "}}}});
+  CHECK(server.reply_to(1) == json{{"id", 1}, {"text", "field \"description\" must not be empty"}, {"is_error", true}});
+  CHECK_FALSE(std::filesystem::exists(workspace.path() / "ran"));
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", ""}}}});
+  CHECK(server.reply_to(2) == json{{"id", 2}, {"text", "field \"task_id\" must not be empty"}, {"is_error", true}});
+  server.send({{"id", 3}, {"session", "s1"}, {"tool", "bash_kill"}, {"args", {{"task_id", ""}}}});
+  CHECK(server.reply_to(3) == json{{"id", 3}, {"text", "field \"task_id\" must not be empty"}, {"is_error", true}});
+}
+
+TEST_CASE("bashexec serve: the empty session id is an owner like any other, an absent or null session is ownerless",
+          "[cli][serve][contract-11][contract-19]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  const json fenced = "task bash-1 belongs to another session";
+
+  server.send(bash_call(1, "", "sleep 30", true));
+  CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(2)["text"] == fenced);
+  server.send({{"id", 3}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(3)["text"] == fenced);
+  server.send({{"id", 4}, {"session", nullptr}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(4)["text"] == fenced);
+  server.send({{"id", 5}, {"session", ""}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(5)["text"] == "killed task bash-1");
+  auto owned_notice = server.next([](const json& j) { return j.contains("notice"); });
+  CHECK(owned_notice["session"] == "");
+
+  // No session member (or null): the task is ownerless and open to all.
+  json args{{"command", "sleep 30"}, {"description", "test"}, {"run_in_background", true}};
+  server.send({{"id", 6}, {"tool", "bash"}, {"args", args}});
+  CHECK(server.reply_to(6)["text"] == "started background task bash-2");
+  server.send({{"id", 7}, {"session", "s1"}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-2"}}}});
+  CHECK(server.reply_to(7)["text"] == "killed task bash-2");
+  auto ownerless_notice = server.next([](const json& j) { return j.contains("notice"); });
+  REQUIRE(ownerless_notice.contains("session"));
+  CHECK(ownerless_notice["session"].is_null());
+
+  server.send({{"id", 8}, {"session", 5}, {"tool", "bash"}, {"args", args}});
+  CHECK(server.reply_to(8)["is_error"] == true);
+}
+
+TEST_CASE("bashexec serve: the lossy line lists the spill paths, each usable as it stands",
+          "[cli][serve][contract-20][contract-6]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  server.send(bash_call(1, "s1", "seq 20000; seq 30000 >&2", true));
+  CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+  server.next([](const json& j) { return j.contains("notice"); });
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+  const std::string text = server.reply_to(2)["text"];
+  const std::string head = "[some output was dropped from memory; full output: ";
+  const auto at = text.find(head);
+  REQUIRE(at != std::string::npos);
+  const auto end = text.find("]\n", at);
+  REQUIRE(end != std::string::npos);
+  const std::string listed = text.substr(at + head.size(), end - at - head.size());
+  const auto comma = listed.find(", ");
+  REQUIRE(comma != std::string::npos);
+  const std::filesystem::path out = listed.substr(0, comma), err = listed.substr(comma + 2);
+  CHECK_THAT(out.filename().string(), Catch::EndsWith("-stdout"));
+  CHECK_THAT(err.filename().string(), Catch::EndsWith("-stderr"));
+  REQUIRE(std::filesystem::exists(out));
+  REQUIRE(std::filesystem::exists(err));
+  CHECK(std::filesystem::file_size(out) == 108894u);  // seq 20000 | wc -c
+  CHECK(std::filesystem::file_size(err) == 168894u);  // seq 30000 | wc -c
 }

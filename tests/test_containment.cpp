@@ -262,8 +262,11 @@ TEST_CASE("containment: a cgroup_parent that is not on cgroup2 fails loudly at c
   CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("cgroup2"));
 }
 
+// Landlock only: the escapee reports its pid from inside, which under bwrap
+// is a pid of its own namespace (bwrap's containment — the end of that
+// namespace — is proven in test_hardening.cpp).
 TEMPLATE_TEST_CASE("containment: a confined run is contained too: its setsid escapee dies with it",
-                   "[containment][sandbox]", bwrap_executor, landlock_executor) {
+                   "[containment][sandbox]", landlock_executor) {
   SKIP_UNLESS(cgroup_missing());
   if constexpr (std::is_same_v<TestType, landlock_executor>) {
     if (landlock::abi() < 0) {

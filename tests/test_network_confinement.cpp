@@ -142,7 +142,8 @@ TEST_CASE("network_access: spellings round-trip, unknown ones are rejected namin
 TEST_CASE("network: the bwrap profile (shared with runner_command) ends with --unshare-net for loopback and none only",
           "[network][bwrap][runner_command]") {
   using V = std::vector<std::string>;
-  const V base{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"};
+  const V base{"--ro-bind", "/",     "/",          "--dev", "/dev",
+               "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL", "--die-with-parent"};
   CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, "/ws", {}, network_access::full) == base);
   CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, "/ws") == base);
   for (auto access : {network_access::loopback, network_access::none}) {
@@ -428,7 +429,8 @@ TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole pro
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
-  exec_request request = command(std::string(print_pgid) + "sleep 30 & sleep 30");
+  const std::string marker = unique_sleep();
+  exec_request request = command("sleep " + marker + " & sleep " + marker);
   request.timeout = 300ms;
   const auto started = steady::now();
   run_result result = exec.run(exec.resolve(std::move(request)));
@@ -437,9 +439,7 @@ TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole pro
   REQUIRE(result.sandbox);
   CHECK_FALSE(result.sandbox->denied);
   CHECK_FALSE(result.sandbox->runner_failed);
-  const long pgid = first_pid(result.out.text);
-  REQUIRE(pgid > 1);
-  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and its group gone (contract 4, 9)",
@@ -447,13 +447,15 @@ TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
-  const auto [id, pgid] = start_reporting_pgid(exec, command(std::string(print_pgid) + "sleep 100 & sleep 100"));
+  const std::string marker = unique_sleep();
+  const task_id id = exec.start(exec.resolve(command("sleep " + marker + " & sleep " + marker)));
+  REQUIRE(eventually([&] { return processes_with(marker).size() >= 2; }));
   CHECK(exec.kill(id));
   const task_snapshot done = exec.wait(id);
   CHECK(done.status == task_status::killed);
   REQUIRE(done.sandbox);
   CHECK_FALSE(done.sandbox->runner_failed);
-  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEST_CASE("network none through sandbox_executor: whichever backend the chain selects confines the network",

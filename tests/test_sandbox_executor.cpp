@@ -121,7 +121,9 @@ struct broken_backend {
     ++prepares;
     throw sandbox_unavailable(mode, "broken: this backend never confines anything");
   }
-  std::optional<std::string> runner_failure(confined_launch&, std::string_view) const { return std::nullopt; }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view, std::string_view) const {
+    return std::nullopt;
+  }
   bool is_denial(std::string_view) const { return false; }
 };
 static_assert(confining_policy<broken_backend>);
@@ -448,7 +450,8 @@ TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole p
                    "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   TestType exec(fast_config());
-  exec_request request = command(std::string(print_pgid) + "sleep 30 & sleep 30");
+  const std::string marker = unique_sleep();
+  exec_request request = command("sleep " + marker + " & sleep " + marker);
   request.timeout = 300ms;
   const auto started = steady::now();
   run_result result = exec.run(exec.resolve(std::move(request)));
@@ -458,16 +461,16 @@ TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole p
   REQUIRE(result.sandbox);
   CHECK(result.sandbox->mode == sandbox_mode::read_only);
   CHECK_FALSE(result.sandbox->denied);
-  const long pgid = first_pid(result.out.text);
-  REQUIRE(pgid > 1);
-  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed and its group gone (contract 4, 9, 14)",
                    "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   TestType exec(fast_config());
-  const auto [id, pgid] = start_reporting_pgid(exec, command(std::string(print_pgid) + "sleep 100 & sleep 100"));
+  const std::string marker = unique_sleep();
+  const task_id id = exec.start(exec.resolve(command("sleep " + marker + " & sleep " + marker)));
+  REQUIRE(eventually([&] { return processes_with(marker).size() >= 2; }));
   CHECK(exec.kill(id));
   const task_snapshot done = exec.wait(id);
   CHECK(done.status == task_status::killed);
@@ -476,7 +479,7 @@ TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed a
   CHECK_FALSE(done.sandbox->denied);
   CHECK_FALSE(done.sandbox->runner_failed);
   CHECK_FALSE(exec.kill(id));
-  CHECK(eventually([&] { return live_group_members(pgid).empty(); }, 2s));
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
 // ---------------------------------------------------------------------------
@@ -513,6 +516,41 @@ TEST_CASE(
     CHECK_FALSE(done.sandbox->denied);
     CHECK(exec.get(id).sandbox->runner_failed);
     CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+  }
+}
+
+TEST_CASE(
+    "runner failure: a runner_command signature is recognised anywhere in the runner's combined output, "
+    "ignoring case: run throws sandbox_unavailable, a task settles runner_failed (contract 16)",
+    "[sandbox][executor][runner_command]") {
+  dirs d;
+  struct shape {
+    const char* name;
+    const char* script;
+  };
+  // None of these puts the signature at the start of the first stderr line.
+  const shape shapes[] = {
+      {"after a first stderr line", "echo 'starting the runner' >&2\necho 'Runner Failed: no user namespaces' >&2\n"},
+      {"in the middle of a line", "echo 'fatal: RUNNER FAILED to set up' >&2\n"},
+      {"on stdout", "echo 'runner failed: no user namespaces'\n"},
+  };
+  for (const auto& s : shapes) {
+    INFO(s.name);
+    scratch_dir bin{"/var/tmp", "bashexec-runner-"};
+    const fs::path runner = bin.path() / "myrunner";
+    write_file(runner, std::string("#!/bin/sh\n") + s.script + "exit 1\n");
+    fs::permissions(runner, fs::perms::owner_all);
+    executor_config config = fast_config();
+    config.sandbox.workspace_root = d.workspace.path();
+    config.sandbox.runner_argv = {runner.string()};
+    config.sandbox.runner_failure_signatures = {"runner failed"};
+    runner_executor exec(config);
+
+    CHECK_THROWS_AS(exec.run(exec.resolve(command("true", d.env()))), sandbox_unavailable);
+    const task_snapshot done = exec.wait(exec.start(exec.resolve(command("true", d.env()))));
+    REQUIRE(done.sandbox);
+    CHECK(done.sandbox->runner_failed);
+    CHECK_FALSE(done.sandbox->denied);
   }
 }
 
@@ -663,10 +701,12 @@ TEST_CASE(
   const std::vector<fs::path> protect{".git/", "sub/keep", "missing"};
   using V = std::vector<std::string>;
   CHECK(detail::bwrap_profile_args(sandbox_mode::workspace_write, ws.path(), protect) ==
-        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent", "--tmpfs", "/tmp", "--bind",
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL",
+          "--die-with-parent", "--tmpfs", "/tmp", "--bind",
           ws.str(), ws.str(), "--ro-bind", git, git, "--ro-bind", keep, keep});
   CHECK(detail::bwrap_profile_args(sandbox_mode::read_only, ws.path(), protect) ==
-        V{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"});
+        V{"--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL",
+          "--die-with-parent"});
 }
 
 TEST_CASE(

@@ -1,12 +1,18 @@
 // The `bashexec` command-line program: `run` one command, `serve` the tools
 // as JSON lines, or print the `tools` schemas — for people trying bashexec
 // and for harnesses written in languages other than C++.
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <iostream>
+#include <stop_token>
+#include <utility>
 #include <string_view>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +24,7 @@
 
 #include "options.hpp"
 #include "serve.hpp"
+#include "signals.hpp"
 
 namespace bashexec::cli {
 namespace {
@@ -45,9 +52,66 @@ int with_executor(const common_options& options, Body&& body) {
   return body(executor);
 }
 
-/// `text` on stdout, ending in exactly one newline of its own.
-void print_line(const std::string& text) {
-  fmt::print("{}{}", text, text.ends_with('\n') ? "" : "\n");
+/// Writes all of `text` to stdout; false (errno set) when it could not,
+/// e.g. stdout is closed (`>&-`) or its reader went away (EPIPE).
+bool write_stdout(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+/// A note on stderr. fmt::print throws when the write fails; a closed or
+/// broken stderr must not turn a note into std::terminate.
+template <class... Args>
+void note(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  try {
+    const std::string text = fmt::format(format, std::forward<Args>(args)...);
+    std::string_view rest = text;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(STDERR_FILENO, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  } catch (...) {
+  }
+}
+
+/// `text` on stdout, ending in exactly one newline of its own; false when
+/// the output was lost (the reason is then on stderr).
+bool print_result(std::string text) {
+  if (!text.ends_with('\n')) text += '\n';
+  if (write_stdout(text)) return true;
+  note("bashexec: the result could not be written to stdout: {}\n", std::strerror(errno));
+  return false;
+}
+
+/// A closed stdin, stdout or stderr would be reused by the first descriptor
+/// the executor opens (a pipe, a spill file), and our output would land in
+/// it. A closed one is therefore reopened as /dev/null read-only: reads see
+/// end of input, writes fail with EBADF, so a lost output is still noticed.
+void occupy_closed_stdio() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int opened = ::open("/dev/null", O_RDONLY);
+    if (opened >= 0 && opened != fd) {
+      ::dup2(opened, fd);
+      ::close(opened);
+    }
+  }
+}
+
+const char* signal_label(int signo) {
+  switch (signo) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+  }
+  return "a signal";
 }
 
 int exit_status(const run_result& result) {
@@ -79,22 +143,32 @@ int run_command(std::vector<std::string_view> argv) {
   }
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
 
-  return with_executor(options, [&](auto& executor) {
+  signal_watch& signals = signal_watch::start();  // already started by main: no thread before it
+  const int status = with_executor(options, [&](auto& executor) {
+    std::stop_source abort;
+    const auto on_signal = signals.on_signal([&abort] { abort.request_stop(); });
     exec_request request;
     request.command = options.command;
     request.timeout = options.timeout;
+    request.stop = abort.get_token();
     try {
       const run_result result = executor.run(executor.resolve(std::move(request)));
-      if (options.json)
-        fmt::print("{}\n", to_json(result).dump());
-      else
-        print_line(render_run_result(result, false));
-      return exit_status(result);
+      if (signals.received()) return 0;  // the command was killed for our signal: no result to print
+      const bool written = print_result(options.json ? to_json(result).dump() : render_run_result(result, false));
+      return written ? exit_status(result) : exit_cannot_run;
     } catch (const std::exception& e) {
-      fmt::print(stderr, "bashexec: {}\n", e.what());
+      if (signals.received()) return 0;
+      note("bashexec: {}\n", e.what());
       return exit_cannot_run;
     }
   });
+  // The executor is gone here: the command's group is killed and reaped and
+  // the spill files are removed.
+  if (const int signo = signals.received()) {
+    note("bashexec: stopped by {}; the command was killed\n", signal_label(signo));
+    return 128 + signo;
+  }
+  return status;
 }
 
 int tools_command(std::vector<std::string_view> argv) {
@@ -123,6 +197,8 @@ int serve_command(std::vector<std::string_view> argv) {
       options.session_dir = std::string(args.value(flag));
     else if (flag == "--approve")
       options.approve = parse_approval(args.value(flag));
+    else if (flag == "--max-in-flight")
+      options.max_in_flight = parse_max_in_flight(args.value(flag));
     else
       unknown_flag("serve", flag);
   }
@@ -137,36 +213,43 @@ int serve_command(std::vector<std::string_view> argv) {
     std::filesystem::path base = runtime && *runtime && std::filesystem::is_directory(runtime) ? runtime : "/var/tmp";
     std::string templ = (base / "bashexec-sessions-XXXXXX").string();
     if (::mkdtemp(templ.data()) == nullptr) {
-      fmt::print(stderr, "bashexec: cannot create a session directory: {}\n", std::strerror(errno));
+      note("bashexec: cannot create a session directory: {}\n", std::strerror(errno));
       return exit_cannot_run;
     }
     session_dir = templ;
     private_dir = session_dir;
   }
+  signal_watch& signals = signal_watch::start();  // already started by main, before mkdtemp
   int status = 0;
   try {
     status = with_executor(options, [&](auto& executor) {
       std::filesystem::path workdir = options.workdir ? std::filesystem::absolute(*options.workdir)
                                                       : std::filesystem::current_path();
       tool_server server(executor, options, session_dir, workdir);
-      server.serve(std::cin);
+      {
+        const auto on_signal = signals.on_signal([&server] { server.stop(); });
+        server.serve();
+      }
       return 0;
+      // Leaving this scope destroys the server, then the executor: every
+      // background task is killed and reaped, the spill files removed.
     });
   } catch (const std::exception& e) {
-    fmt::print(stderr, "bashexec: {}\n", e.what());
+    note("bashexec: {}\n", e.what());
     status = exit_cannot_run;
   }
   if (private_dir) {
     std::error_code ignored;
     std::filesystem::remove_all(*private_dir, ignored);
   }
+  if (const int signo = signals.received()) return 128 + signo;
   return status;
 }
 
 int main_impl(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   if (args.empty()) {
-    fmt::print(stderr, "{}", main_help);
+    note("{}", std::string_view(main_help));
     return exit_usage;
   }
   const std::string_view subcommand = args.front();
@@ -179,8 +262,12 @@ int main_impl(int argc, char** argv) {
     if (subcommand == "tools") return tools_command(std::move(rest));
     throw usage_error(fmt::format("unknown subcommand {} (run, serve, tools)", subcommand));
   } catch (const usage_error& e) {
-    fmt::print(stderr, "bashexec: {}\nRun `bashexec --help` for usage.\n", e.what());
+    note("bashexec: {}\nRun `bashexec --help` for usage.\n", e.what());
     return exit_usage;
+  } catch (const std::exception& e) {
+    // E.g. printing --help to a closed stdout: fmt::print throws.
+    note("bashexec: {}\n", e.what());
+    return exit_cannot_run;
   }
 }
 
@@ -191,5 +278,10 @@ int main(int argc, char** argv) {
   // A harness that closes our stdout must not kill us mid-cleanup; children
   // still start with default dispositions (the spawn policies reset them).
   std::signal(SIGPIPE, SIG_IGN);
-  return bashexec::cli::main_impl(argc, argv);
+  bashexec::cli::occupy_closed_stdio();
+  // Before any other thread exists, so that every thread inherits the mask.
+  auto& signals = bashexec::cli::signal_watch::start();
+  const int status = bashexec::cli::main_impl(argc, argv);
+  if (const int signo = signals.received()) return 128 + signo;
+  return status;
 }

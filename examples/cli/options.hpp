@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstddef>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -27,7 +28,7 @@ inline constexpr std::string_view main_help = R"(bashexec — run shell commands
 Usage:
   bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
-                 [--approve never|always|ask]
+                 [--approve never|always|ask] [--max-in-flight N]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -59,8 +60,10 @@ Options:
   -h, --help      this text
 
 Exit status: the command's own exit code; 128+N when a signal N killed it;
-125 when it could not run at all (bad workdir, no usable sandbox), with a
-one-line reason on stderr; 2 for a command-line mistake.
+125 when it could not run at all (bad workdir, no usable sandbox) or its
+result could not be written to stdout, with a one-line reason on stderr; 2
+for a command-line mistake. SIGINT, SIGTERM or SIGHUP to bashexec kills the
+command's process group, removes its spill files and exits 128+N.
 )";
 
 inline constexpr std::string_view serve_help = R"(Usage: bashexec serve [options]
@@ -73,9 +76,17 @@ response line per request, requests handled concurrently.
   {"id": 2, "op": "tools"}                                   -> {"id": 2, "tools": [...], ...}
   {"id": 3, "op": "set_mode", "session": "s1", "mode": "workspace-write"}
   {"id": 4, "op": "approve", "approval": 7, "outcome": "allowed-once"}
+A "session" (any string, "" included) owns the background tasks it starts;
+without one (absent or null) they are ownerless and open to every caller.
 Unprompted lines: {"notice": "...", "session": "s1"} when a background task
 settles, and {"approval": {...}} questions under --approve ask.
-End of input: in-flight requests finish, background tasks are killed, exit 0.
+Limits per line: 16 MiB, nesting depth 64, 10000 JSON values, session ids
+of at most 80 bytes; a line over a limit gets an error response (with its
+"id" whenever it can be read) and the server keeps serving.
+End of input (the client is gone): no more lines are read, calls in flight
+are aborted (their responses still written while stdout takes them),
+background tasks are killed, exit 0. SIGINT, SIGTERM, SIGHUP: the same, then
+exit 128+N.
 
 Options:
   --mode MODE         the default mode of every session (default read-only)
@@ -86,6 +97,9 @@ Options:
                       (default: a private directory under $XDG_RUNTIME_DIR or /var/tmp —
                       never /tmp, which workspace-write may grant)
   --approve POLICY    escalation requests: never (default), always, or ask
+  --max-in-flight N   tool calls running at once (default 32, at most 1024); a
+                      call over the limit waits for a free slot, and reading
+                      pauses meanwhile. A call waiting for approval holds none.
   -h, --help          this text
 )";
 
@@ -111,9 +125,13 @@ struct run_options : common_options {
   std::string command;
 };
 
+inline constexpr std::size_t default_max_in_flight = 32;
+inline constexpr std::size_t max_max_in_flight = 1024;
+
 struct serve_options : common_options {
   std::optional<std::string> session_dir;
   approval_policy approve = approval_policy::never;
+  std::size_t max_in_flight = default_max_in_flight;
 };
 
 /// Walks argv after the subcommand; `--flag value` and `--flag=value` both work.
@@ -188,6 +206,15 @@ inline std::chrono::milliseconds parse_timeout(std::string_view text) {
   if (error != std::errc{} || end != text.data() + text.size() || ms <= 0)
     throw usage_error(fmt::format("--timeout: expected a positive number of milliseconds, got \"{}\"", text));
   return std::chrono::milliseconds(ms);
+}
+
+inline std::size_t parse_max_in_flight(std::string_view text) {
+  std::size_t n = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (error != std::errc{} || end != text.data() + text.size() || n == 0 || n > max_max_in_flight)
+    throw usage_error(
+        fmt::format("--max-in-flight: expected a number of calls from 1 to {}, got \"{}\"", max_max_in_flight, text));
+  return n;
 }
 
 inline approval_policy parse_approval(std::string_view text) {

@@ -1,226 +1,311 @@
-// `bashexec serve`: the JSON-lines tool server. The reader thread parses each
-// input line; tool calls run on worker threads (a long foreground `bash`
-// never blocks a `bash_output` on the next line); every output line is
-// written whole under one mutex.
+// `bashexec serve`: the JSON-lines tool server. The reader thread reads one
+// bounded line at a time and hands it to request.hpp's handler; tool calls run
+// on worker threads, at most `--max-in-flight` at once (reading pauses while
+// all slots are taken), so a long foreground `bash` never blocks a
+// `bash_output` on the next line. Every output line is written whole under
+// one mutex. End of input or `stop()` (a signal) ends the reading, aborts the
+// calls in flight and waits for their responses.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
-#include <future>
-#include <iostream>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <climits>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <bashexec/session/session_log.hpp>
+#include <bashexec/detail/unique_fd.hpp>
+#include <bashexec/errors.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
 #include "options.hpp"
+#include "request.hpp"
 
 namespace bashexec::cli {
 
-/// Writes whole JSON lines to stdout, one writer at a time.
-class line_writer {
+/// A flag that, once set, stays set and keeps a descriptor readable, so that
+/// a poll(2) on stdin or stdout wakes up when the server starts closing.
+class closing_flag {
  public:
-  void emit(const nlohmann::json& line) {
-    const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    std::lock_guard lock(mutex_);
-    std::cout << text << '\n' << std::flush;
+  closing_flag() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (!fd_) throw infrastructure_error(fmt::format("eventfd: {}", std::strerror(errno)));
   }
+
+  /// Safe from any thread; idempotent.
+  void set() noexcept {
+    set_.store(true);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto ignored = ::write(fd_.get(), &one, sizeof one);
+  }
+  bool is_set() const noexcept { return set_.load(); }
+  int fd() const noexcept { return fd_.get(); }
 
  private:
-  std::mutex mutex_;
+  bashexec::detail::unique_fd fd_;
+  std::atomic<bool> set_{false};
 };
 
-/// Escalation questions under `--approve ask`: each gets a number, a line on
-/// stdout, and waits for the matching `{"op": "approve"}` line.
-class approval_desk {
+/// Writes whole JSON lines to a descriptor (stdout), one writer at a time.
+/// Once the server is closing, a line waits at most `patience` for the
+/// descriptor to take it; after that (or after a write error such as EPIPE)
+/// stdout counts as gone and later lines are dropped: a client that stopped
+/// reading cannot hold the shutdown hostage.
+class line_writer {
  public:
-  explicit approval_desk(line_writer& out) : out_(out) {}
+  line_writer(int fd, const closing_flag& closing, std::chrono::milliseconds patience = std::chrono::seconds(2))
+      : fd_(fd), closing_(closing), patience_(patience) {}
 
-  approval_outcome ask(const approval_request& request) {
-    std::future<approval_outcome> answer;
-    std::uint64_t number = 0;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) return approval_outcome::cancelled;
-      number = ++last_;
-      answer = pending_[number].get_future();
+  /// Never throws; false when the line was dropped.
+  bool emit(const nlohmann::json& line) noexcept {
+    // A null line is what the handler answers when even its error response
+    // could not be built (out of memory).
+    std::string text = R"({"id":null,"text":"internal error: a response could not be built","is_error":true})";
+    try {
+      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } catch (...) {
     }
-    out_.emit({{"approval",
-                {{"id", number},
-                 {"session", request.session.value()},
-                 {"command", to_valid_utf8(request.command)},
-                 {"description", to_valid_utf8(request.description)},
-                 {"current_mode", std::string(to_string(request.current_mode))},
-                 {"requested_mode", std::string(to_string(request.requested_mode))},
-                 {"justification", to_valid_utf8(request.justification)}}}});
-    return answer.get();
+    text += '\n';
+    std::lock_guard lock(mutex_);
+    return write_all(text);
   }
 
-  /// False when no question with that number is waiting.
-  bool answer(std::uint64_t number, approval_outcome outcome) {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(number);
-    if (it == pending_.end()) return false;
-    it->second.set_value(outcome);
-    pending_.erase(it);
+  /// True when some line could not be written.
+  bool lost() const noexcept { return gone_.load(); }
+
+ private:
+  bool write_all(std::string_view text) noexcept {
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::size_t done = 0;
+    while (done < text.size()) {
+      if (gone_.load()) return false;
+      pollfd fds[2] = {{fd_, POLLOUT, 0}, {closing_.fd(), POLLIN, 0}};
+      nfds_t count = 2;
+      int timeout = -1;
+      if (closing_.is_set()) {
+        count = 1;
+        const auto now = std::chrono::steady_clock::now();
+        if (!deadline) deadline = now + patience_;
+        timeout = static_cast<int>(
+            std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count()));
+      }
+      const int ready = ::poll(fds, count, timeout);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {  // closing, and stdout did not take the line in time
+        gone_.store(true);
+        return false;
+      }
+      if (fds[0].revents == 0) continue;  // only the closing flag woke us: wait again, bounded
+      // At most PIPE_BUF after POLLOUT: a pipe with room for one page never
+      // blocks such a write, so the bound above holds.
+      const ssize_t n = ::write(fd_, text.data() + done, std::min<std::size_t>(text.size() - done, PIPE_BUF));
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        gone_.store(true);
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
     return true;
   }
 
-  /// End of input: nobody can answer any more.
-  void close() {
-    std::lock_guard lock(mutex_);
-    closed_ = true;
-    for (auto& [number, promise] : pending_) promise.set_value(approval_outcome::cancelled);
-    pending_.clear();
+  int fd_;
+  const closing_flag& closing_;
+  std::chrono::milliseconds patience_;
+  std::mutex mutex_;
+  std::atomic<bool> gone_{false};
+};
+
+/// Reads lines from a descriptor (stdin) without blocking past `closing`.
+class line_reader {
+ public:
+  enum class status { ok, too_long, end, closing };
+
+  line_reader(int fd, const closing_flag& closing, std::size_t max_line_bytes)
+      : fd_(fd), closing_(closing), max_(max_line_bytes), buffer_(std::size_t{64} << 10) {}
+
+  /// The next line (without its newline) into `line`, at most `max_line_bytes`
+  /// of it; a longer line's other bytes are dropped as they arrive.
+  status next(std::string& line) {
+    line.clear();
+    bool too_long = false;
+    for (;;) {
+      if (closing_.is_set()) return status::closing;
+      if (begin_ == end_) {
+        const status filled = fill();
+        if (filled == status::closing) return filled;
+        if (filled == status::end) {
+          if (too_long) return status::too_long;
+          return line.empty() ? status::end : status::ok;
+        }
+      }
+      const char* start = buffer_.data() + begin_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      const std::size_t take = newline ? static_cast<std::size_t>(newline - start) : end_ - begin_;
+      const std::size_t room = max_ - std::min(max_, line.size());
+      if (take > room) too_long = true;
+      line.append(start, std::min(take, room));
+      begin_ += take;
+      if (newline) {
+        ++begin_;
+        return too_long ? status::too_long : status::ok;
+      }
+    }
   }
 
  private:
-  line_writer& out_;
-  std::mutex mutex_;
-  std::map<std::uint64_t, std::promise<approval_outcome>> pending_;
-  std::uint64_t last_ = 0;
-  bool closed_ = false;
-};
-
-/// The longest request line kept; a longer one is answered with an error
-/// and its bytes are dropped as they arrive, so memory stays bounded.
-inline constexpr std::size_t max_line_bytes = std::size_t{16} << 20;
-
-enum class line_status { ok, too_long, end };
-
-/// One line from `in` (without its newline) into `line`, at most
-/// `max_line_bytes` of it.
-inline line_status read_line(std::streambuf& in, std::string& line) {
-  line.clear();
-  bool too_long = false;
-  for (;;) {
-    const int c = in.sbumpc();
-    if (c == std::char_traits<char>::eof())
-      return too_long ? line_status::too_long : line.empty() ? line_status::end : line_status::ok;
-    if (c == '\n') return too_long ? line_status::too_long : line_status::ok;
-    if (line.size() < max_line_bytes)
-      line.push_back(static_cast<char>(c));
-    else
-      too_long = true;
+  status fill() {
+    for (;;) {
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {closing_.fd(), POLLIN, 0}};
+      const int ready = ::poll(fds, 2, -1);
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        return status::end;
+      }
+      if (closing_.is_set()) return status::closing;
+      if (fds[0].revents == 0) continue;
+      const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return status::end;  // end of input, or an unreadable stdin
+      begin_ = 0;
+      end_ = static_cast<std::size_t>(n);
+      return status::ok;
+    }
   }
-}
+
+  int fd_;
+  const closing_flag& closing_;
+  std::size_t max_;
+  std::vector<char> buffer_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
 
 template <class Executor>
 class tool_server {
  public:
   tool_server(Executor& executor, const serve_options& options, std::filesystem::path session_dir,
-              std::filesystem::path workdir)
-      : options_(options),
-        session_dir_(std::move(session_dir)),
-        workdir_(std::move(workdir)),
-        approvals_(out_),
-        tools_(executor, [this](const owner_token& owner, const std::string& notice) {
-          out_.emit({{"notice", notice}, {"session", owner.value()}});
-        }) {}
+              std::filesystem::path workdir, int in_fd = STDIN_FILENO, int out_fd = STDOUT_FILENO)
+      : max_in_flight_(options.max_in_flight),
+        in_fd_(in_fd),
+        out_(out_fd, closing_),
+        approvals_([this](const nlohmann::json& line) { out_.emit(line); }, options.max_in_flight),
+        logs_(std::move(session_dir)),
+        tools_(executor,
+               [this](const std::optional<owner_token>& owner, const std::string& notice) {
+                 out_.emit({{"notice", notice}, {"session", session_json(owner)}});
+               }),
+        handler_(tools_, logs_, approvals_, options.approve, std::move(workdir), request_limits{},
+                 [this](const approval_request& request) { return ask_without_slot(request); }) {}
 
-  /// Serves until end of input; in-flight calls finish before it returns.
-  void serve(std::istream& in) {
+  tool_server(const tool_server&) = delete;
+  tool_server& operator=(const tool_server&) = delete;
+
+  ~tool_server() { finish(); }
+
+  /// Serves until end of input or `stop()`. Then, as the protocol promises:
+  /// no more lines are read, the calls in flight are stopped the way an
+  /// abort stops them, pending approvals are cancelled, and it returns once
+  /// every call has answered (or stdout stopped taking answers). Killing the
+  /// background tasks is the executor's disposal, after this object is gone.
+  void serve() {
+    line_reader reader(in_fd_, closing_, handler_.limits().max_line_bytes);
     std::string line;
     for (;;) {
-      const line_status status = read_line(*in.rdbuf(), line);
-      if (status == line_status::end) break;
-      if (status == line_status::too_long) {
-        reply(nullptr, fmt::format("request line longer than {} bytes; ignored", max_line_bytes), true);
+      const auto status = reader.next(line);
+      if (status == line_reader::status::end || status == line_reader::status::closing) break;
+      if (status == line_reader::status::too_long) {
+        out_.emit(response(recover_id(line),
+                           fmt::format("request line longer than {} bytes; ignored",
+                                       handler_.limits().max_line_bytes),
+                           true));
         continue;
       }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      handle_line(line);
+      auto dispatched = handler_.dispatch(line);
+      if (auto* now = std::get_if<nlohmann::json>(&dispatched)) {
+        out_.emit(*now);
+        continue;
+      }
+      auto& call = std::get<tool_call>(dispatched);
+      if (!acquire_slot()) {
+        out_.emit(response(call.id, "the server is shutting down; the call did not run", true));
+        break;
+      }
+      start_worker(std::move(call));
     }
-    approvals_.close();
-    for (auto& running : workers_) running.thread.join();
+    finish();
   }
+
+  /// Stops reading and aborts the calls in flight; `serve` then returns.
+  /// Safe from any thread (the signal thread calls it).
+  void stop() noexcept {
+    closing_.set();
+    { std::lock_guard lock(slots_mutex_); }  // no waiter misses the flag
+    slots_changed_.notify_all();
+    calls_stop_.request_stop();
+    approvals_.close();
+  }
+
+  /// True when some response or notice could not be written to stdout.
+  bool output_lost() const noexcept { return out_.lost(); }
 
  private:
-  void handle_line(const std::string& line) {
-    auto request = nlohmann::json::parse(line, nullptr, false);
-    if (request.is_discarded() || !request.is_object())
-      return reply(nullptr, "malformed request line: expected one JSON object per line", true);
-    const nlohmann::json id = request.contains("id") ? request["id"] : nlohmann::json(nullptr);
-    if (auto op = request.find("op"); op != request.end()) return handle_op(id, request, *op);
-    auto tool = request.find("tool");
-    if (tool == request.end() || !tool->is_string())
-      return reply(id, "request needs a string \"tool\" (bash, bash_output, bash_kill) or an \"op\"", true);
-    auto session = request.find("session");
-    if (session != request.end() && !session->is_string()) return reply(id, "\"session\" must be a string", true);
-    const std::string session_id = session != request.end() ? session->get<std::string>() : std::string();
-    nlohmann::json args = request.contains("args") ? request["args"] : nlohmann::json::object();
-    session_log* log = nullptr;
-    try {
-      log = log_for(session_id);
-    } catch (const std::exception& e) {
-      return reply(id, fmt::format("session log: {}", e.what()), true);
-    }
-    run_worker([this, id, name = tool->get<std::string>(), args = std::move(args), session_id, log] {
-      call_context context;
-      context.session = owner_token(session_id);
-      context.cwd = workdir_;
-      context.log = log;
-      if (options_.approve == approval_policy::always)
-        context.approve = [](const approval_request&) { return approval_outcome::allowed_once; };
-      else if (options_.approve == approval_policy::ask)
-        context.approve = [this](const approval_request& r) { return approvals_.ask(r); };
-      const tool_result result = tools_.call(name, args, context);
-      reply(id, result.text, result.is_error);
-    });
+  void finish() {
+    stop();
+    for (auto& w : workers_)
+      if (w.thread.joinable()) w.thread.join();
+    workers_.clear();
   }
 
-  void handle_op(const nlohmann::json& id, const nlohmann::json& request, const nlohmann::json& op) {
-    const std::string name = op.is_string() ? op.get<std::string>() : std::string();
-    if (name == "tools") {
-      out_.emit({{"id", id}, {"tools", tools_.schemas()}, {"text", "3 tools"}, {"is_error", false}});
-      return;
+  /// Waits for a free slot; false when the server is closing instead.
+  bool acquire_slot() {
+    std::unique_lock lock(slots_mutex_);
+    slots_changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
+    if (closing_.is_set()) return false;
+    ++in_flight_;
+    return true;
+  }
+
+  void release_slot() {
+    {
+      std::lock_guard lock(slots_mutex_);
+      --in_flight_;
     }
-    if (name == "set_mode") {
-      auto session = request.find("session");
-      auto mode_field = request.find("mode");
-      if (session == request.end() || !session->is_string() || session->get<std::string>().empty())
-        return reply(id, "set_mode needs a non-empty string \"session\"", true);
-      if (mode_field == request.end() || !mode_field->is_string())
-        return reply(id, "set_mode needs a string \"mode\"", true);
-      auto mode = parse_sandbox_mode(mode_field->get<std::string>());
-      if (!mode)
-        return reply(id, "\"mode\" must be read-only, workspace-write or danger-full-access", true);
-      if (!tools_.escalation_advertised())
-        return reply(id, "this server runs commands unconfined (--unconfined); there is no sandbox mode to set",
-                     true);
-      try {
-        set_sandbox_mode(*log_for(session->get<std::string>()), *mode);
-      } catch (const std::exception& e) {
-        return reply(id, fmt::format("session log: {}", e.what()), true);
-      }
-      return reply(id, fmt::format("session {} now runs under {} mode", session->get<std::string>(), *mode), false);
+    slots_changed_.notify_all();
+  }
+
+  /// A call waiting for a person holds no slot: otherwise a full house of
+  /// such calls would stop the reader before it reads their answers.
+  approval_outcome ask_without_slot(const approval_request& request) {
+    release_slot();
+    approval_outcome outcome = approval_outcome::cancelled;
+    try {
+      outcome = approvals_.ask(request);
+    } catch (...) {
+      outcome = approval_outcome::unavailable;
     }
-    if (name == "approve") {
-      auto number = request.find("approval");
-      auto outcome_field = request.find("outcome");
-      if (number == request.end() || !number->is_number_unsigned())
-        return reply(id, "approve needs the numeric \"approval\" id of the question", true);
-      std::optional<approval_outcome> outcome;
-      if (outcome_field != request.end() && outcome_field->is_string())
-        for (auto candidate : {approval_outcome::allowed_once, approval_outcome::rejected,
-                               approval_outcome::cancelled, approval_outcome::unavailable})
-          if (to_string(candidate) == outcome_field->get<std::string>()) outcome = candidate;
-      if (!outcome)
-        return reply(id, "\"outcome\" must be allowed-once, rejected, cancelled or unavailable", true);
-      if (!approvals_.answer(number->get<std::uint64_t>(), *outcome))
-        return reply(id, fmt::format("no approval question {} is waiting", number->dump()), true);
-      return reply(id, fmt::format("approval {} answered {}", number->dump(), to_string(*outcome)), false);
+    {
+      std::unique_lock lock(slots_mutex_);
+      slots_changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
+      ++in_flight_;  // even when closing: the worker releases it once more
     }
-    reply(id, fmt::format("unknown op {} (tools, set_mode, approve)", op.dump()), true);
+    return outcome;
   }
 
   struct worker {
@@ -228,47 +313,53 @@ class tool_server {
     std::shared_ptr<std::atomic<bool>> finished;
   };
 
-  /// Runs `job` on its own thread; finished threads are joined as new ones
-  /// start, so a long session does not accumulate them.
-  template <class Job>
-  void run_worker(Job job) {
+  /// Runs `call` on its own thread, which holds one slot; finished threads
+  /// are joined as new ones start.
+  void start_worker(tool_call call) {
     std::erase_if(workers_, [](worker& w) {
       if (!w.finished->load()) return false;
       w.thread.join();
       return true;
     });
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    workers_.push_back({std::thread([job = std::move(job), finished] {
-                          job();
-                          finished->store(true);
-                        }),
-                        finished});
+    bool slot_held = true;
+    try {
+      workers_.reserve(workers_.size() + 1);  // push_back below must not throw with a live thread
+      auto finished = std::make_shared<std::atomic<bool>>(false);
+      auto shared_call = std::make_shared<tool_call>(std::move(call));
+      std::thread thread;
+      try {
+        thread = std::thread([this, shared_call, finished] {
+          out_.emit(handler_.run(*shared_call, calls_stop_.get_token()));
+          release_slot();
+          finished->store(true);
+        });
+      } catch (const std::exception& e) {
+        release_slot();
+        slot_held = false;
+        out_.emit(response(shared_call->id, fmt::format("internal error: {}; the call did not run", e.what()), true));
+        return;
+      }
+      workers_.push_back({std::move(thread), std::move(finished)});
+    } catch (...) {
+      if (slot_held) release_slot();
+      out_.emit(response(nullptr, "internal error: out of memory; the call did not run", true));
+    }
   }
 
-  /// The log of `session`, opened (and replayed) on first use; null for the
-  /// anonymous session, which has no override.
-  session_log* log_for(const std::string& session) {
-    if (session.empty()) return nullptr;
-    std::lock_guard lock(logs_mutex_);
-    auto& log = logs_[session];
-    if (!log) log = std::make_unique<session_log>(session_log_path(session_dir_, session));
-    return log.get();
-  }
-
-  void reply(const nlohmann::json& id, std::string_view text, bool is_error) {
-    out_.emit({{"id", id}, {"text", text}, {"is_error", is_error}});
-  }
-
-  const serve_options& options_;
-  std::filesystem::path session_dir_;
-  std::filesystem::path workdir_;
+  std::size_t max_in_flight_;
+  int in_fd_;
+  closing_flag closing_;
   line_writer out_;
   approval_desk approvals_;
-  std::mutex logs_mutex_;
-  std::map<std::string, std::unique_ptr<session_log>> logs_;
+  session_logs logs_;
+  std::stop_source calls_stop_;
+  std::mutex slots_mutex_;
+  std::condition_variable slots_changed_;
+  std::size_t in_flight_ = 0;
   std::vector<worker> workers_;
-  // Last: unsubscribes from the executor before the members above go away.
+  // Unsubscribes from the executor before the members above go away.
   bash_tools<Executor> tools_;
+  request_handler<Executor> handler_;
 };
 
 }  // namespace bashexec::cli

@@ -9,6 +9,7 @@
 // first `start`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -40,6 +42,7 @@
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/listeners.hpp"
 #include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/spawn_thread.hpp"
 #include "bashexec/detail/resource_limits.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/detail/utf8_boundary.hpp"
@@ -91,6 +94,42 @@ inline void require_executable(const std::filesystem::path& shell) {
     throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
 }
 
+/// The writable root (/tmp or the workspace, as workspace-write grants
+/// them) that `path` lies under, if any.
+inline std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
+                                                                  const std::filesystem::path& workspace_root) {
+  std::error_code ignored;
+  const auto target = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+  for (const std::filesystem::path& root : {std::filesystem::path("/tmp"), workspace_root}) {
+    const auto base = std::filesystem::weakly_canonical(root, ignored);
+    if (std::mismatch(base.begin(), base.end(), target.begin(), target.end()).first == base.end()) return root;
+  }
+  return std::nullopt;
+}
+
+/// Where the spill directory goes. A confining executor keeps spill files
+/// outside every root a confined command may write — Landlock cannot make a
+/// path read-only inside a root it grants — so it refuses a configured
+/// parent there (std::invalid_argument naming spill_parent) and skips such
+/// default candidates.
+inline std::filesystem::path choose_spill_parent(const executor_config& config,
+                                                 const std::filesystem::path& workspace_root, bool confining) {
+  if (config.spill_parent) {
+    if (confining)
+      if (auto root = writable_root_holding(*config.spill_parent, workspace_root))
+        throw std::invalid_argument(fmt::format(
+            "spill_parent {} lies under {}, which workspace-write commands may write; spill files must be "
+            "readable but never writable by confined commands: choose a directory outside it",
+            config.spill_parent->string(), root->string()));
+    return *config.spill_parent;
+  }
+  const auto candidates = default_spill_parents();
+  if (confining)
+    for (const auto& candidate : candidates)
+      if (!writable_root_holding(candidate, workspace_root)) return candidate;
+  return candidates.front();
+}
+
 inline std::filesystem::path current_directory() {
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec);
@@ -128,7 +167,7 @@ class basic_executor {
         cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
         workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
                                                        : cwd_),
-        spills_(config_.spill_parent.value_or(std::filesystem::path{}), config_.spill_budget_bytes,
+        spills_(detail::choose_spill_parent(config_, workspace_root_, confines), config_.spill_budget_bytes,
                 config_.keep_spill_dir),
         confinement_(config_),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
@@ -150,11 +189,14 @@ class basic_executor {
     {
       std::lock_guard lock(registry_mutex_);
       disposing_ = true;  // a listener's late `start` must not add a task nobody stops
-      for (auto& task : tasks_)
+      for (auto& task : tasks_) {
+        task->unwatch_stop();  // no stop callback may reach the reactor once it is gone
         if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
+      }
     }
     reactor_.wake();
     reactor_.shutdown();
+    spawner_.shutdown();
     listeners_->shutdown();
   }
 
@@ -181,6 +223,7 @@ class basic_executor {
     if (request.stdout_max_bytes && *request.stdout_max_bytes == 0)
       throw std::invalid_argument("stdout_max_bytes must be positive, got 0");
     if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
+    if (request.mode) detail::require_known_mode(*request.mode, "mode");
     exec_spec spec;
     spec.command = std::move(request.command);
     spec.workdir = request.workdir ? cwd_ / *request.workdir : cwd_;  // an absolute workdir replaces cwd_
@@ -205,8 +248,13 @@ class basic_executor {
     return run_with(spec, select_confinement(spec));
   }
 
-  /// Starts a background task and returns its id at once (contract 9).
+  /// Starts a background task and returns its id at once (contract 9). The
+  /// request's stop token means what it means for `run`: already requested,
+  /// nothing is spawned and no id is used (infrastructure_error); requested
+  /// later, the task's group is stopped (TERM, KILL after the grace).
   task_id start(const exec_spec& spec) {
+    if (spec.stop.stop_requested())
+      throw infrastructure_error("start: stop was requested before the command was spawned");
     detail::require_directory(spec.workdir);
     detail::require_executable(config_.shell);
     const confinement_choice choice = select_confinement(spec);
@@ -215,7 +263,9 @@ class basic_executor {
     auto task = std::make_unique<task_record>(*this, spec);
     prepared launch = prepare(spec, choice);
     try {
-      spawned_process process = spawn_type::spawn(launch.plan);
+      // On the executor's spawn thread: whatever the kernel ties to the
+      // spawning thread (bwrap's die-with-parent) lives as long as we do.
+      spawned_process process = spawner_.call([&launch] { return spawn_type::spawn(launch.plan); });
       task->begin(std::move(process), std::move(launch));
     } catch (const pre_exec_failed& e) {
       // The confinement's own step failed in the child: a runner failure.
@@ -233,6 +283,9 @@ class basic_executor {
       raw->set_id(id);
       index_.emplace(id, raw);
       tasks_.push_back(std::move(task));
+      // Under the registry lock, so disposal's `unwatch_stop` cannot race it.
+      // A stop requested meanwhile runs the callback right here.
+      if (raw->running() && spec.stop.stop_possible()) raw->watch_stop(spec.stop);
     }
     if (raw->running()) {
       try {
@@ -392,6 +445,7 @@ class basic_executor {
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = detail::plan_limits(config_.limits);
+    if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
     if (!cgroup_parent_.empty()) {
       p.cgroup.emplace(detail::cgroup::create(cgroup_parent_));
       p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
@@ -429,8 +483,8 @@ class basic_executor {
     const auto started = detail::clock::now();
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
-                                       collector(spec.stdout_max_bytes, spills_),
-                                       collector(spec.stdout_max_bytes, spills_), foreground_timing(),
+                                       collector(spec.stdout_max_bytes, spills_, output_stream::out),
+                                       collector(config_.output_cap, spills_, output_stream::err), foreground_timing(),
                                        started + std::min(spec.timeout, config_.max_timeout),
                                        std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
@@ -447,7 +501,7 @@ class basic_executor {
     result.sandbox = launch.info;
     if constexpr (Confinement::confines) {
       if (launch.confined && result.exit_code && *result.exit_code != 0) {
-        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text))
+        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text, result.out.text))
           throw runner_unavailable(*launch.info, *reason);
         result.sandbox->denied = confinement.is_denial(result.err.text);
       }
@@ -550,8 +604,9 @@ class basic_executor {
       confined_ = std::move(launch.confined);
       if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
-                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
-                     std::nullopt, std::move(launch.cgroup));
+                     collector(cap_, executor_.spills_, output_stream::out),
+                     collector(executor_.config_.output_cap, executor_.spills_, output_stream::err),
+                     executor_.background_timing(), std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
     }
 
@@ -585,6 +640,14 @@ class basic_executor {
       if (!child_ || child_->settled()) return false;
       return child_->request_stop(cause, detail::clock::now());
     }
+
+    /// Stops the task when `stop` is requested (contract 9). Call once, with
+    /// the registry lock held; the callback may run right here.
+    void watch_stop(const std::stop_token& stop) { on_stop_.emplace(stop, stop_relay{this}); }
+
+    /// No stop callback runs after this returns (one in flight is waited
+    /// for). Call without holding this task's mutex: the callback takes it.
+    void unwatch_stop() { on_stop_.reset(); }
 
     /// Disposal of a settled task: members that detached from its output
     /// (`daemon >/dev/null &`) and outlived the shell die with the executor.
@@ -693,11 +756,11 @@ class basic_executor {
       snapshot_.exit_code = exit.exit_code;
       snapshot_.signal = exit.signal;
       snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
-      child_->out().finish();  // closes the spill files; the tails stay readable
+      const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
       const collected_output err = child_->err().finish();
       if constexpr (confines) {
         if (confined_ && exit.exit_code && *exit.exit_code != 0) {
-          if (executor_.confinement_.runner_failure(*confined_, err.text))
+          if (executor_.confinement_.runner_failure(*confined_, err.text, out.text))
             snapshot_.sandbox->runner_failed = true;
           else
             snapshot_.sandbox->denied = executor_.confinement_.is_denial(err.text);
@@ -721,6 +784,22 @@ class basic_executor {
     bool spawn_error_read_ = false;
     bool settled_ = false;
     bool leftovers_ = false;  // live group members when the task settled
+
+    /// Runs inside `request_stop`, on whichever thread asked: it takes only
+    /// this task's mutex and the reactor's, never the registry's.
+    struct stop_relay {
+      task_record* task;
+      void operator()() const noexcept {
+        try {
+          if (task->stop(detail::stop_cause::aborted)) task->executor_.reactor_.wake();
+        } catch (...) {
+          // A stop callback must not throw (std::terminate). The group was
+          // signalled or it is already gone; kill and disposal remain.
+        }
+      }
+    };
+    // Last: unregistered first, while everything the callback uses exists.
+    std::optional<std::stop_callback<stop_relay>> on_stop_;
   };
 
   task_record& find(const task_id& id) const {
@@ -745,6 +824,7 @@ class basic_executor {
   bool disposing_ = false;
   std::vector<std::unique_ptr<task_record>> tasks_;
   std::unordered_map<task_id, task_record*> index_;
+  detail::spawn_thread spawner_;
   // Declared last: destroyed (joined) first, while the tasks still exist.
   detail::reactor reactor_;
 };

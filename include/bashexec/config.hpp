@@ -120,7 +120,12 @@ struct executor_config {
   std::chrono::milliseconds drain_timeout{2000};
   /// Per-stream in-memory output cap.
   std::size_t output_cap = 64000;
-  /// Where the private spill directory is created; $TMPDIR or /tmp when empty.
+  /// Where the private spill directory is created. Empty: a per-user 0700
+  /// `$XDG_RUNTIME_DIR/bashexec` when XDG_RUNTIME_DIR is a private directory
+  /// of this user, else /var/tmp — never /tmp, which workspace-write grants.
+  /// A confining executor refuses a parent under /tmp or under the workspace
+  /// root: a confined command must never write, rename or remove a spill
+  /// file (DESIGN.md "Beyond").
   std::optional<std::filesystem::path> spill_parent;
   /// Keep the spill directory after disposal (post-mortems).
   bool keep_spill_dir = false;
@@ -152,6 +157,17 @@ inline void require_positive(std::chrono::milliseconds value, std::string_view f
   constexpr long long most = 2147483647;
   if (value.count() > most)
     throw std::invalid_argument(fmt::format("{} must be at most {} ms, got {} ms", field, most, value.count()));
+}
+
+/// A mode on the ladder; anything else (a cast integer, memory from
+/// elsewhere) is refused rather than printed as "unknown" and hoped to fail
+/// closed.
+inline void require_known_mode(sandbox_mode mode, std::string_view field) {
+  for (auto known : sandbox_modes)
+    if (mode == known) return;
+  throw std::invalid_argument(
+      fmt::format("{} holds {}, which is not a sandbox mode (read-only, workspace-write or danger-full-access)",
+                  field, static_cast<int>(mode)));
 }
 
 /// The knobs that act in the child between fork and exec need a spawn
@@ -189,6 +205,13 @@ inline void validate(const executor_config& config) {
   if (has_argv != has_signatures)
     throw std::invalid_argument(
         "sandbox.runner_argv and sandbox.runner_failure_signatures must be given together");
+  // Signatures match anywhere in a failed run's output (contract 16): a
+  // blank one would make every failure the runner's.
+  for (const auto& signature : config.sandbox.runner_failure_signatures)
+    if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+      throw std::invalid_argument(
+          "sandbox.runner_failure_signatures must not hold a blank signature (it would match every failure)");
+  if (config.sandbox.default_mode) detail::require_known_mode(*config.sandbox.default_mode, "sandbox.default_mode");
   for (const auto& path : config.sandbox.protected_paths) {
     if (path.empty() || path.is_absolute() || path.has_root_path())
       throw std::invalid_argument(fmt::format(

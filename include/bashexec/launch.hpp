@@ -2,7 +2,10 @@
 // a spawn policy turns it into a running process group (`spawned_process`).
 //
 // Every spawn policy guarantees, for every child:
-//   - it leads a new process group (pgid == pid), so kills reach the group;
+//   - it leads a new session and process group (sid == pgid == pid): kills
+//     reach the group, and the command has no controlling terminal, so
+//     /dev/tty fails at once and terminal signals (SIGTTIN, SIGTTOU,
+//     SIGHUP of a closing terminal) cannot stop or kill it;
 //   - default signal dispositions and an empty signal mask;
 //   - fds 0,1,2 from the plan, `inherited_fds[i]` as fd 3+i, nothing else;
 //   - the working directory and environment of the plan.
@@ -106,9 +109,14 @@ struct launch_plan {
   resource_limit_set limits;
   /// When >= 0: the parent's descriptor (O_WRONLY|O_CLOEXEC) of a cgroup
   /// v2 `cgroup.procs`. The child writes "0" to it first thing after
-  /// setpgid, so the command and everything it starts — setsid or not —
+  /// setsid, so the command and everything it starts — setsid or not —
   /// stay in that cgroup (executor_config::containment).
   int cgroup_procs_fd = -1;
+  /// Paths a confined command may read at their own path but never write,
+  /// rename or remove, whatever its mode grants around them (the executor's
+  /// spill directory). A confinement that cannot make one read-only inside a
+  /// writable root must keep it outside every root it grants instead.
+  std::vector<std::filesystem::path> read_only_paths;
 };
 
 /// A started child: its pid (also its process-group id) and a pidfd.

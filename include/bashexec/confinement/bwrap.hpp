@@ -1,15 +1,39 @@
 // confinement/bwrap: confinement by bubblewrap (DESIGN.md contract 13, 14,
 // 16), and the bwrap-shaped profile builder `runner_command` reuses.
 //
-// Profile: `--ro-bind / / --dev /dev --proc /proc --die-with-parent`;
+// Profile: `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL
+// --die-with-parent`:
+//   - a pid namespace with its own /proc: the host's processes are out of
+//     sight (no /proc/<pid>/environ of the executor or its parent), and when
+//     the namespace's init (bwrap's) exits, the kernel kills every process
+//     left in it — setsid'd, double-forked and daemonised ones included;
+//   - no capabilities, even when bashexec runs as root (bwrap keeps them for
+//     a privileged caller unless told): no remount, no nsenter, no unshare,
+//     no raw sockets, no ptrace of anything outside. An unprivileged bwrap
+//     empties every set itself; a privileged one (root) empties all but the
+//     bounding set, so there the command is started through util-linux's
+//     `setpriv --bounding-set=-all` (same process, one more exec) with just
+//     CAP_SETPCAP kept for it to do so. With no_new_privs (bwrap sets it)
+//     the bounding set could not be used anyway; emptying it makes "no
+//     capabilities" hold for every set a command can read. Without setpriv
+//     on the host the bounding set stays (documented; nothing else changes);
+//   - die-with-parent: bwrap gets SIGKILL when the thread that spawned it
+//     ends, so the executor spawns background tasks on its reactor thread,
+//     which lives as long as the executor (a short-lived caller thread would
+//     otherwise take the task down with it);
+//   - `launch_plan::read_only_paths` (the executor's spill directory) bound
+//     read-only at their own path last, so a printed spill path can be read
+//     by a later command under every mode, but never written, renamed or
+//     removed — not even under a private /tmp or a writable workspace.
 // workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
 // workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
 // `--ro-bind P P` for each `sandbox.protected_paths` entry that exists under
 // ROOT, a symlink at its target (after the workspace bind, so it is mounted
 // over the writable tree: `.git` stays read-only, DESIGN.md "Beyond"). The
 // check runs at each spawn; a path created during the command (`git init`)
-// is protected from the next spawn on. No pid unsharing: process-group kills
-// must keep reaching the command.
+// is protected from the next spawn on. Group kills still reach the command
+// from outside: bwrap leads the process group, and its death ends the
+// namespace.
 //
 // Network (`sandbox.network`, network_access.hpp): `loopback` and `none` add
 // `--unshare-net`, a fresh network namespace whose only interface is its own
@@ -63,17 +87,24 @@ namespace detail {
 /// The bwrap-shaped arguments confining one spawn under `mode` (contract 14),
 /// shared by `bwrap` and `runner_command`. Never called for
 /// danger-full-access. Protected paths that exist under `root` are bound
-/// read-only over the workspace bind (workspace-write only). A confined
-/// `network` ends the list with `--unshare-net`.
+/// read-only over the workspace bind (workspace-write only), then each of
+/// `read_only_paths` that exists. A confined `network` ends the list with
+/// `--unshare-net`.
 inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
                                                    const std::vector<std::filesystem::path>& protected_paths = {},
-                                                   network_access network = network_access::full) {
-  std::vector<std::string> args{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent"};
+                                                   network_access network = network_access::full,
+                                                   const std::vector<std::filesystem::path>& read_only_paths = {}) {
+  std::vector<std::string> args{"--ro-bind", "/",     "/",          "--dev", "/dev",
+                                "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL", "--die-with-parent"};
   if (mode == sandbox_mode::workspace_write) {
     const std::string dir = root.string();
     args.insert(args.end(), {"--tmpfs", "/tmp", "--bind", dir, dir});
     for (const auto& path : existing_protected_paths(root, protected_paths))
       args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
+  }
+  for (const auto& path : read_only_paths) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
   }
   if (confines_network(network)) args.emplace_back("--unshare-net");
   return args;
@@ -155,6 +186,7 @@ class bwrap {
   explicit bwrap(const executor_config& config)
       : configured_(config.sandbox.bwrap_program),
         program_(detail::find_program(config.sandbox.bwrap_program)),
+        setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt),
         protected_(config.sandbox.protected_paths),
         network_(config.sandbox.network) {}
 
@@ -177,8 +209,11 @@ class bwrap {
     plan.inherited_fds.push_back(status.write.get());
 
     std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
-    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_);
+    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
     argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
+    if (setpriv_)
+      argv.insert(argv.end(), {"--cap-add", "CAP_SETPCAP", "--", setpriv_->string(), "--bounding-set=-all",
+                               "--inh-caps=-all", "--ambient-caps=-all"});
     argv.emplace_back("--");
     argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
     plan.argv = std::move(argv);
@@ -193,32 +228,37 @@ class bwrap {
 
   /// Call once, after a non-zero exit: drains the status channel. The
   /// reason is bwrap's first stderr line (or a fallback when it was silent).
-  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+  /// The signature is only a fallback where the channel cannot decide; it
+  /// matches anywhere in the combined output, ignoring case (contract 16).
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err,
+                                            std::string_view out = {}) const {
     if (!launch.status) {
       // No channel (a launch this policy did not prepare): signatures only.
-      if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+      if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
       return std::nullopt;
     }
     const std::string status = detail::drain_nonblocking(launch.status.get());
     if (status.find("\"exit-code\"") != std::string::npos) return std::nullopt;  // the command ran
-    if (status.find("\"child-pid\"") == std::string::npos) return reason(err);  // never got that far
+    if (status.find("\"child-pid\"") == std::string::npos) return reason(err, out);  // never got that far
     // A child was cloned but no exit code came: bwrap >= 0.4 means the setup
     // or the exec failed. Older bwraps never report exit codes, so insist on
     // bwrap's own message shape too.
-    if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+    if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
     return std::nullopt;
   }
 
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 
  private:
-  static std::string reason(std::string_view err) {
+  static std::string reason(std::string_view err, std::string_view out) {
+    if (auto matched = detail::match_runner_signature(err, out, runner_failure_signatures)) return *matched;
     std::string line = detail::first_line(err);
     return line.empty() ? std::string("bwrap exited before starting the command") : line;
   }
 
   std::filesystem::path configured_;
   std::optional<std::filesystem::path> program_;
+  std::optional<std::filesystem::path> setpriv_;  // privileged bwrap: empties the bounding set
   std::vector<std::filesystem::path> protected_;
   network_access network_;
 };

@@ -32,10 +32,25 @@
 // filter. workspace-write is always `partial` (metadata, and protected
 // paths — below).
 //
-// Protected paths (`sandbox.protected_paths`, `.git` by default) are NOT
-// enforced: a workspace-write spawn with one present leaves them writable
-// (`partial`, as workspace-write under Landlock always is).
-// Landlock rules only add access, and a right granted on a directory holds
+// Capabilities. The hook leaves the command none (detail/capabilities.hpp):
+// bounding, ambient, inheritable, permitted and effective sets emptied, so a
+// command run by root cannot remount, nsenter, unshare, chroot or open raw
+// sockets. Signals: from ABI 6 the domain is scoped for signals, so a
+// command cannot signal any process outside its own sandbox (the executor,
+// its parent, other sessions' commands). The host's /proc entries stay
+// visible (no pid namespace here: its init would be the shell, which
+// ignores SIGTERM as pid 1 and takes every leftover with it), but Landlock
+// denies ptrace-class access across domains, which covers
+// /proc/<pid>/environ, mem, fd/ and friends of every process outside.
+//
+// Protected paths (`sandbox.protected_paths`, `.git` by default) under
+// workspace-write: when the executor holds CAP_SYS_ADMIN (root), the hook
+// first moves the child into a private mount namespace where each existing
+// one is a read-only bind of itself (before Landlock, which forbids mount
+// calls; the command then has no capability to undo it). Without
+// CAP_SYS_ADMIN they are NOT enforced: the spawn leaves them writable and
+// says so with `partial` (as workspace-write under Landlock always is).
+// Why Landlock alone cannot: Landlock rules only add access, and a right granted on a directory holds
 // for its whole subtree, so "the root writable except .git" is not
 // expressible. The alternative — granting write on each top-level entry but
 // the protected ones instead of on the root — fails both ways: without
@@ -97,6 +112,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
+#include "bashexec/detail/capabilities.hpp"
 #include "bashexec/detail/landlock.hpp"
 #include "bashexec/detail/protected_paths.hpp"
 #include "bashexec/detail/seccomp_filter.hpp"
@@ -118,15 +134,25 @@ struct landlock_ruleset {
   unique_fd fd;
   int number = -1;
   std::optional<seccomp_filter> filter;
+  /// Paths to bind read-only in a private mount namespace, and the C
+  /// strings the child reads (owned by `read_only_binds`).
+  std::vector<std::string> read_only_binds;
+  std::vector<const char*> read_only_bind_names;
 };
 
 /// The pre-exec hook. Async-signal-safe: bare system calls only.
 inline int landlock_apply(const void* context) noexcept {
   const auto* ruleset = static_cast<const landlock_ruleset*>(context);
+  // Mounts first: Landlock refuses them once the domain is on.
+  if (int error = bind_read_only_in_private_mount_namespace(ruleset->read_only_bind_names.data(),
+                                                            static_cast<int>(ruleset->read_only_bind_names.size()));
+      error != 0)
+    return error;
   // Unprivileged restriction requires no_new_privs; it also keeps a setuid
   // binary from escaping the domain.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
   if (landlock_restrict_self(ruleset->number, 0) != 0) return errno;
+  if (int error = drop_all_capabilities(); error != 0) return error;
   if (ruleset->filter)
     if (int error = install_seccomp_filter(*ruleset->filter); error != 0) return error;
   return 0;
@@ -197,8 +223,9 @@ class landlock {
     attr.handled_access_fs = handled;
     if (network && version >= detail::landlock_net_abi)
       attr.handled_access_net = detail::landlock_access_net_bind_tcp | detail::landlock_access_net_connect_tcp;
+    if (version >= detail::landlock_scope_abi) attr.scoped = detail::landlock_scope_signal;
     if (network && version >= detail::landlock_scope_abi)
-      attr.scoped = detail::landlock_scope_abstract_unix_socket;
+      attr.scoped |= detail::landlock_scope_abstract_unix_socket;
     auto ruleset = std::make_shared<detail::landlock_ruleset>();
     detail::seccomp_parts parts;
     parts.network = network && detail::seccomp_filter_supported;
@@ -218,6 +245,12 @@ class landlock {
       allow(fd, mode, "/tmp", handled, false);
     }
 
+    if (mode == sandbox_mode::workspace_write && can_bind_read_only()) {
+      for (const auto& path : detail::existing_protected_paths(root, protected_))
+        ruleset->read_only_binds.push_back(path.string());
+      for (const auto& path : ruleset->read_only_binds) ruleset->read_only_bind_names.push_back(path.c_str());
+    }
+
     plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(),
                               ruleset->filter ? "landlock_restrict_self / seccomp filter" : "landlock_restrict_self"};
     confined_launch launch;
@@ -230,15 +263,23 @@ class landlock {
   }
 
   /// Whether a workspace-write spawn under `root` leaves an existing
-  /// protected path writable (it always does; see the header comment). Such a
-  /// spawn is `partial` anyway (`file_level`); this names one more reason.
+  /// protected path writable: only when the executor cannot bind it
+  /// read-only (no CAP_SYS_ADMIN; see the header comment). Such a spawn is
+  /// `partial` anyway (`file_level`); this names one more reason.
   bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
-    return mode == sandbox_mode::workspace_write && detail::any_protected_path_exists(root, protected_);
+    return mode == sandbox_mode::workspace_write && !can_bind_read_only() &&
+           detail::any_protected_path_exists(root, protected_);
   }
+
+  /// Whether protected paths can be bound read-only in a private mount
+  /// namespace: the spawning process holds CAP_SYS_ADMIN.
+  static bool can_bind_read_only() noexcept { return detail::has_effective_capability(CAP_SYS_ADMIN); }
 
   /// Always empty: Landlock has no runner process. Its structural failure
   /// arrives earlier, as `pre_exec_failed` thrown by the spawn.
-  std::optional<std::string> runner_failure(confined_launch&, std::string_view) const { return std::nullopt; }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view, std::string_view = {}) const {
+    return std::nullopt;
+  }
 
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 

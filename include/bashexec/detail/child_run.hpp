@@ -219,11 +219,15 @@ class child_run {
  private:
   void signal_members(int signo) noexcept {
     signal_group(pid_, signo);
-    if (!cgroup_) return;
-    if (signo == SIGKILL)
-      cgroup_->kill();
-    else
-      cgroup_->signal_members(signo);
+    if (cgroup_) {
+      if (signo == SIGKILL)
+        cgroup_->kill();
+      else
+        cgroup_->signal_members(signo);
+    }
+    // A stopped member (`kill -STOP $$`) would sit on its SIGTERM until the
+    // SIGKILL: wake it so it gets its grace.
+    if (signo == SIGTERM) signal_members(SIGCONT);
   }
 
   void update(clock::time_point now) {

@@ -12,11 +12,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 #include <system_error>
 
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -41,6 +44,29 @@ inline std::string random_name(std::string_view prefix) {
   return name;
 }
 
+/// Where spill directories may go by default, best first: outside every root
+/// a confined command may write (never /tmp, which workspace-write grants),
+/// and readable at the same path by later commands. A per-user 0700
+/// `bashexec` directory under $XDG_RUNTIME_DIR when that is a private
+/// directory of ours, then /var/tmp, then /dev/shm (which bwrap replaces
+/// with a fresh /dev: its spill directory is bound back read-only).
+inline std::vector<std::filesystem::path> default_spill_parents() {
+  std::vector<std::filesystem::path> candidates;
+  auto private_dir = [](const char* path) {
+    struct stat info {};
+    return ::lstat(path, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid() &&
+           (info.st_mode & 077) == 0;
+  };
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && runtime[0] == '/' && private_dir(runtime)) {
+    std::filesystem::path dir = std::filesystem::path(runtime) / "bashexec";
+    ::mkdir(dir.c_str(), 0700);  // EEXIST is fine; what is there is checked next
+    if (private_dir(dir.c_str())) candidates.push_back(std::move(dir));
+  }
+  candidates.emplace_back("/var/tmp");
+  candidates.emplace_back("/dev/shm");
+  return candidates;
+}
+
 /// Owns the private spill directory and enforces the retention rule: spill
 /// files never hold more than `budget` bytes in total; to make room the
 /// oldest settled files are removed first, and a stream that still does not
@@ -60,13 +86,16 @@ class spill_directory {
     }
   }
 
-  /// Creates a new spill file (O_EXCL|O_NOFOLLOW, 0600) and returns its fd
-  /// and path. Throws infrastructure_error when it cannot.
-  std::pair<unique_fd, std::filesystem::path> create_file() {
+  /// Creates a new spill file (O_EXCL|O_NOFOLLOW, 0600) named
+  /// `spill-<32 random hex>-<stream>` and returns its fd and path. The
+  /// stream suffix tells the files apart without a label next to the path
+  /// (contract 20's lossy line lists bare paths). Throws infrastructure_error
+  /// when it cannot.
+  std::pair<unique_fd, std::filesystem::path> create_file(std::string_view stream) {
     std::lock_guard lock(mutex_);
     ensure_directory();
     for (int attempt = 0; attempt < 8; ++attempt) {
-      auto path = path_ / random_name("spill-");
+      auto path = path_ / fmt::format("{}-{}", random_name("spill-"), stream);
       int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd >= 0) {
         ::fchmod(fd, 0600);  // exact mode whatever the umask
@@ -122,11 +151,7 @@ class spill_directory {
 
   void ensure_directory() {
     if (!path_.empty()) return;
-    auto base = parent_;
-    if (base.empty()) {
-      const char* tmpdir = std::getenv("TMPDIR");
-      base = (tmpdir && *tmpdir) ? tmpdir : "/tmp";
-    }
+    auto base = parent_.empty() ? default_spill_parents().front() : parent_;
     // mkdtemp randomises exactly the trailing six X's (more would stay
     // literal X's), so the unpredictable part is our own getrandom name and
     // mkdtemp only adds its suffix and the atomic, exclusive 0700 mkdir.

@@ -19,7 +19,8 @@
 //
 // The child, in order (every array it touches is built by the parent before
 // the clone):
-//   1. setpgid(0, 0), then — when the plan has a cgroup_procs_fd — write
+//   1. setsid() (a new session and process group, no controlling
+//      terminal), then — when the plan has a cgroup_procs_fd — write
 //      "0" to it: the child joins its cgroup before any command code runs;
 //   2. every signal disposition back to SIG_DFL (glibc's two internal
 //      signals included), then an empty signal mask;
@@ -154,7 +155,7 @@ struct clone3_args {
 };
 
 /// Which child step failed; travels through the error pipe.
-enum class child_stage : int { setpgid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup };
+enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup };
 
 struct child_report {
   child_stage stage;
@@ -199,7 +200,7 @@ struct child_context {
 BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
   const child_context& ctx = *static_cast<const child_context*>(arg);
   int error_fd = ctx.error_fd;
-  if (::syscall(SYS_setpgid, 0, 0) != 0) child_fail(error_fd, child_stage::setpgid, errno);
+  if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
   // "0" is "the writing process"; a vfork child is its own thread group, so
   // only it moves, never the suspended parent.
   if (ctx.cgroup_procs_fd >= 0)
@@ -465,8 +466,8 @@ struct fork_exec {
         throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
       case child_stage::execve:
         throw infrastructure_error(fmt::format("execve {}: {}", plan.argv.front(), text));
-      case child_stage::setpgid:
-        throw infrastructure_error(fmt::format("setpgid: {}", text));
+      case child_stage::setsid:
+        throw infrastructure_error(fmt::format("setsid: {}", text));
       case child_stage::dup:
         throw infrastructure_error(fmt::format("dup2: {}", text));
       case child_stage::cloexec:

@@ -60,9 +60,8 @@ struct posix_spawner {
     ::sigemptyset(&none);
     ::posix_spawnattr_setsigdefault(&attr, &all);
     ::posix_spawnattr_setsigmask(&attr, &none);
-    ::posix_spawnattr_setpgroup(&attr, 0);
     ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK |
-                                          POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
+                                          POSIX_SPAWN_SETSID | POSIX_SPAWN_USEVFORK);
 
     pid_t pid = -1;
     int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());

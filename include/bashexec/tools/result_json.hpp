@@ -31,8 +31,11 @@ inline nlohmann::json signal_json(const std::optional<int>& signo) {
 
 }  // namespace detail
 
+/// A truncated stream's text is a tail that may start inside a character:
+/// it gets the same repair as the result text (`render_output_body`), so both
+/// start at the next character boundary rather than with a U+FFFD.
 inline nlohmann::json to_json(const collected_output& stream) {
-  return {{"text", to_valid_utf8(stream.text)},
+  return {{"text", to_valid_utf8(stream.text, stream.truncated)},
           {"truncated", stream.truncated},
           {"spill_path", detail::path_or_null(stream.spill_path)}};
 }

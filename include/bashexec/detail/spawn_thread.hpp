@@ -1,0 +1,97 @@
+// detail/spawn_thread: one long-lived thread per executor on which background
+// tasks are spawned.
+//
+// Why: the kernel ties PR_SET_PDEATHSIG to the THREAD that created a process,
+// not to its process. bwrap's --die-with-parent uses it, so a task spawned
+// from a short-lived caller thread (a server answering each request on its
+// own thread) would be SIGKILLed when that thread returned, and reported as
+// killed although nobody killed it. Spawning on a thread that lives as long
+// as the executor gives every such tie the executor's lifetime — which is
+// exactly what disposal promises anyway.
+//
+// `call(f)` runs `f` on the thread and returns its result (or rethrows its
+// exception, with its type) to the caller, who blocks meanwhile. The thread
+// starts on the first call and blocks every signal, like the reactor.
+#pragma once
+
+#include <condition_variable>
+#include <csignal>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include <pthread.h>
+
+#include "bashexec/errors.hpp"
+
+namespace bashexec::detail {
+
+class spawn_thread {
+ public:
+  spawn_thread() = default;
+  spawn_thread(const spawn_thread&) = delete;
+  spawn_thread& operator=(const spawn_thread&) = delete;
+  ~spawn_thread() { shutdown(); }
+
+  template <class F>
+  std::invoke_result_t<F&> call(F&& f) {
+    using result = std::invoke_result_t<F&>;
+    std::packaged_task<result()> task(std::forward<F>(f));
+    std::future<result> done = task.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) throw infrastructure_error("spawn: the executor is being disposed of");
+      start_locked();
+      jobs_.emplace_back([&task] { task(); });
+    }
+    wake_.notify_one();
+    return done.get();
+  }
+
+  /// Runs the jobs already queued, then ends the thread.
+  void shutdown() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      if (!thread_.joinable()) return;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  void start_locked() {
+    if (thread_.joinable()) return;
+    sigset_t all, previous;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);  // inherited by the thread
+    thread_ = std::thread([this] { loop(); });
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();  // a packaged_task: its exceptions travel to the caller
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace bashexec::detail

@@ -1,0 +1,347 @@
+// The bashexec program under faults and hostile input (issue 11), through
+// the real binary: request lines that would crash or confuse the server,
+// signals, end of input, the in-flight limit, and texts that must agree with
+// the facts they report.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include <bashexec/signal_name.hpp>
+
+#include "cli_test_support.hpp"
+
+using namespace cli_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string text_of(const json& response) { return response.at("text").get<std::string>(); }
+
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+/// What /proc shows for `exec -a NAME sleep 300` once the exec happened:
+/// argv "NAME", "300" — unlike the shell before it, or bashexec's own argv.
+std::string execd_sleep(const std::string& name) { return name + std::string(1, '\0') + "300"; }
+
+/// Waits until `dir` has an entry (the executor creates its spill directory
+/// when the output it reads first overflows, a moment after the command wrote it).
+bool has_entries_soon(const fs::path& dir) {
+  for (int i = 0; i < 1000 && entries(dir).empty(); ++i) std::this_thread::sleep_for(20ms);
+  return !entries(dir).empty();
+}
+
+/// A server whose spill files and private session directory land in
+/// directories of this test, so that the test can see them go.
+struct isolated_server {
+  test_support::temp_dir tmp;      // TMPDIR: the executor's spill directory
+  test_support::temp_dir runtime;  // XDG_RUNTIME_DIR: the private session directory
+  test_support::temp_dir workspace;
+  server_process server;
+
+  explicit isolated_server(std::vector<std::string> extra = {})
+      : server(args(workspace, std::move(extra)), {{"TMPDIR", tmp.str()}, {"XDG_RUNTIME_DIR", runtime.str()}}) {}
+
+  static std::vector<std::string> args(const test_support::temp_dir& workspace, std::vector<std::string> extra) {
+    std::vector<std::string> all{"--unconfined", "--workdir", workspace.str()};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("serve answers a request nested 150000 levels deep with an error that keeps its id, and keeps serving",
+          "[cli][serve][robustness]") {
+  // Issue 11: such lines killed the server with SIGSEGV, orphaning every task.
+  isolated_server s;
+  auto& server = s.server;
+  const std::string marker = unique_marker("deep");
+  server.send(bash_call("bg", "s1", "sleep 300; : " + marker, true));
+  CHECK(server.reply_to("bg")["is_error"] == false);
+
+  const std::string deep_args = "{\"id\": 7, \"tool\": \"bash\", \"args\": " + std::string(150000, '[') +
+                                std::string(150000, ']') + "}";
+  server.send_raw(deep_args);
+  auto args_reply = server.reply_to(7);
+  CHECK(args_reply["is_error"] == true);
+  CHECK(contains(text_of(args_reply), "at most 64 are allowed"));
+
+  // An id after the deep part is still read; an id that is itself too deep cannot be echoed.
+  server.send_raw("{\"args\": " + std::string(100, '[') + std::string(100, ']') + ", \"id\": \"late\"}");
+  CHECK(contains(text_of(server.reply_to("late")), "levels deep"));
+  server.send_raw("{\"id\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  auto deep_id = server.next([](const json& j) { return j.contains("id") && j["id"].is_null(); });
+  CHECK(contains(text_of(deep_id), "levels deep"));
+
+  // Many values and an overlong session id are refused too, with the id.
+  std::string wide = "{\"id\": 8, \"op\": \"tools\", \"x\": [0";
+  for (int i = 0; i < 20000; ++i) wide += ",0";
+  server.send_raw(wide + "]}");
+  CHECK(contains(text_of(server.reply_to(8)), "at most 10000 are allowed"));
+  server.send(bash_call(9, std::string(200, 's'), "echo never"));
+  CHECK(contains(text_of(server.reply_to(9)), "at most 80 are allowed"));
+
+  // A structured id within the limits is echoed whole.
+  server.send(bash_call(json::array({1, json::object({{"k", "v"}})}), "s1", "echo structured"));
+  CHECK(server.reply_to(json::array({1, json::object({{"k", "v"}})}))["text"] == "structured\n");
+
+  // Still serving, and the task started before is still there.
+  server.send({{"id", 10}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(contains(text_of(server.reply_to(10)), "[status: running]"));
+  CHECK(processes_with(marker).size() >= 1);
+  server.close_input();
+  CHECK(server.wait_exit() == 0);
+  CHECK(processes_with(marker).empty());
+}
+
+TEST_CASE("serve answers a line of invalid UTF-8 with an error that says so and keeps its id",
+          "[cli][serve][robustness]") {
+  isolated_server s;
+  auto& server = s.server;
+  server.send_raw("{\"id\": 5, \"session\": \"s1\", \"tool\": \"bash\", \"args\": {\"command\": \"echo \xff\xfe\", "
+                  "\"description\": \"bad bytes\"}}");
+  auto reply = server.reply_to(5);
+  CHECK(reply["is_error"] == true);
+  CHECK(contains(text_of(reply), "not valid UTF-8"));
+  CHECK_FALSE(contains(text_of(reply), "expected one JSON object per line"));
+  // The id comes back even when the bad byte is inside it.
+  server.send_raw("{\"id\": \"a\xc3\", \"op\": \"tools\"}");
+  auto bad_id = server.next([](const json& j) { return j.contains("id") && j["id"].is_string(); });
+  CHECK(bad_id["id"] == "a\xEF\xBF\xBD");
+  CHECK(contains(text_of(bad_id), "not valid UTF-8"));
+  server.send(bash_call(6, "s1", "echo fine"));
+  CHECK(server.reply_to(6)["text"] == "fine\n");
+}
+
+TEST_CASE("a request line over 16 MiB keeps the id of its kept part", "[cli][serve][robustness]") {
+  isolated_server s;
+  auto& server = s.server;
+  server.send_raw("{\"id\": 11, \"tool\": \"bash\", \"args\": {\"command\": \"" +
+                  std::string((std::size_t{16} << 20) + 10, 'x') + "\"}}");
+  auto reply = server.reply_to(11);
+  CHECK(reply["is_error"] == true);
+  CHECK(contains(text_of(reply), "longer than 16777216 bytes"));
+  server.send(bash_call(12, "s1", "echo after"));
+  CHECK(server.reply_to(12)["text"] == "after\n");
+}
+
+TEST_CASE("SIGINT, SIGTERM and SIGHUP to serve kill every command, remove its files and exit 128+N",
+          "[cli][serve][signals]") {
+  for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+    INFO("signal " << signo);
+    isolated_server s;
+    auto& server = s.server;
+    const std::string marker = unique_marker("signal");
+    // The background task overflows its output cap, so it has a spill file.
+    server.send(bash_call("bg", "s1", "head -c 200000 /dev/zero; exec -a " + marker + "-bg sleep 300", true));
+    CHECK(server.reply_to("bg")["is_error"] == false);
+    server.send(bash_call("fg", "s1", "exec -a " + marker + "-fg sleep 300"));
+    REQUIRE(wait_for_processes(execd_sleep(marker + "-bg"), 1));
+    REQUIRE(wait_for_processes(execd_sleep(marker + "-fg"), 1));
+    CHECK(has_entries_soon(s.tmp.path()));      // the spill directory
+    CHECK_FALSE(entries(s.runtime.path()).empty());  // the private session directory
+
+    REQUIRE(::kill(server.pid(), signo) == 0);
+    CHECK(server.wait_exit() == 128 + signo);
+    CHECK(processes_with(marker).empty());
+    CHECK(entries(s.tmp.path()).empty());      // no spill directory or file left
+    CHECK(entries(s.runtime.path()).empty());  // no session directory left
+  }
+}
+
+TEST_CASE("SIGINT, SIGTERM and SIGHUP to run kill the command, remove its spill files and exit 128+N",
+          "[cli][signals]") {
+  for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+    INFO("signal " << signo);
+    test_support::temp_dir tmp;
+    test_support::temp_dir logs;
+    const std::string marker = unique_marker("run");
+    cli_process run({"run", "--unconfined", "--", "head -c 200000 /dev/zero; exec -a " + marker + " sleep 300"},
+                    {{"TMPDIR", tmp.str()}}, logs.path() / "stderr");
+    REQUIRE(wait_for_processes(execd_sleep(marker), 1));
+    CHECK(has_entries_soon(tmp.path()));
+    REQUIRE(::kill(run.pid(), signo) == 0);
+    CHECK(run.wait_exit() == 128 + signo);
+    CHECK(processes_with(marker).empty());
+    CHECK(entries(tmp.path()).empty());
+    CHECK(file_text(logs.path() / "stderr") ==
+          fmt::format("bashexec: stopped by {}; the command was killed\n", bashexec::signal_name(signo)));
+    CHECK(run.rest().empty());  // no result for a command killed for our signal
+  }
+}
+
+TEST_CASE("end of input aborts the calls in flight, still answers them, kills every task and exits 0",
+          "[cli][serve][eof]") {
+  isolated_server s;
+  auto& server = s.server;
+  const std::string marker = unique_marker("eof");
+  server.send(bash_call("bg", "s1", "exec -a " + marker + "-bg sleep 300", true));
+  CHECK(server.reply_to("bg")["is_error"] == false);
+  server.send(bash_call("fg", "s1", "echo started; exec -a " + marker + "-fg sleep 300"));
+  REQUIRE(wait_for_processes(execd_sleep(marker + "-bg"), 1));
+  REQUIRE(wait_for_processes(execd_sleep(marker + "-fg"), 1));
+  const auto closed = std::chrono::steady_clock::now();
+  server.close_input();
+  auto lines = server.rest();
+  // Far below the 300 s the call would take; the bound is generous for a loaded machine.
+  CHECK(server.wait_exit() == 0);
+  CHECK(std::chrono::steady_clock::now() - closed < std::chrono::seconds(30));
+  const auto fg = std::find_if(lines.begin(), lines.end(), [](const json& j) { return j.value("id", json()) == "fg"; });
+  REQUIRE(fg != lines.end());
+  CHECK((*fg)["is_error"] == true);
+  CHECK(contains(text_of(*fg), "started\n[aborted]"));
+  CHECK(processes_with(marker).empty());
+  CHECK(entries(s.runtime.path()).empty());
+}
+
+TEST_CASE("serve --max-in-flight 2 runs two calls at once and the third waits for a free slot",
+          "[cli][serve][limits]") {
+  isolated_server s({"--max-in-flight", "2"});
+  auto& server = s.server;
+  const fs::path dir = s.workspace.path();
+  // Call k marks that it started and waits for the test to release it.
+  const auto gated = [&](int k) {
+    return bash_call(k, "s1",
+                     fmt::format("touch started.{0}; while [ ! -e release.{0} ]; do sleep 0.02; done; echo done {0}", k));
+  };
+  server.send(gated(1));
+  server.send(gated(2));
+  server.send(gated(3));
+  server.send({{"id", 4}, {"op", "tools"}});
+  const auto exists_soon = [](const fs::path& path) {
+    for (int i = 0; i < 1000 && !fs::exists(path); ++i) std::this_thread::sleep_for(20ms);
+    return fs::exists(path);
+  };
+  REQUIRE(exists_soon(dir / "started.1"));
+  REQUIRE(exists_soon(dir / "started.2"));
+  // Over the limit: the third call does not start, and reading has paused,
+  // so the `tools` line behind it is not answered yet.
+  CHECK_FALSE(server.arrives([](const json& j) { return j.value("id", json()) == 4; }, 1500ms));
+  CHECK_FALSE(fs::exists(dir / "started.3"));
+
+  std::ofstream(dir / "release.1").flush();
+  CHECK(server.reply_to(1)["text"] == "done 1\n");
+  CHECK(exists_soon(dir / "started.3"));
+  CHECK(server.reply_to(4)["is_error"] == false);
+  std::ofstream(dir / "release.2").flush();
+  std::ofstream(dir / "release.3").flush();
+  CHECK(server.reply_to(2)["text"] == "done 2\n");
+  CHECK(server.reply_to(3)["text"] == "done 3\n");
+
+  auto bad = cli_run("serve --max-in-flight 0");
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err.text, "--max-in-flight"));
+}
+
+TEST_CASE("a second bash_kill of a TERM-ignoring task says its kill is under way, agreeing with its status",
+          "[cli][serve][texts]") {
+  isolated_server s;
+  auto& server = s.server;
+  server.send(bash_call(1, "s1", "trap '' TERM; echo ready; sleep 300", true));
+  CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+  const auto output = [&](int id) {
+    server.send({{"id", id}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+    return text_of(server.reply_to(id));
+  };
+  std::string seen;
+  for (int id = 100; id < 400 && !contains(seen, "ready"); ++id) {
+    seen += output(id);
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(contains(seen, "ready"));  // the trap is in place
+
+  const auto kill = [&](int id) {
+    server.send({{"id", id}, {"session", "s1"}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+    return text_of(server.reply_to(id));
+  };
+  CHECK(kill(2) == "killed task bash-1");
+  const std::string second = kill(3);  // within the 3 s grace: TERM is ignored, SIGKILL not sent yet
+  CHECK_FALSE(contains(second, "already finished"));
+  if (contains(second, "[status: running]"))
+    CHECK(second == "task bash-1 is already being killed and has not exited yet; nothing more to do\n[status: running]");
+  else
+    WARN("the grace period ended before the second kill (a loaded machine): " << second);
+
+  // Once it is dead, the text says so, and the status agrees.
+  std::string status;
+  for (int id = 400; id < 1000 && !contains(status, "[status: killed"); ++id) {
+    status = output(id);
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(kill(4) == "task bash-1 had already finished; nothing was killed\n[status: killed by SIGKILL]");
+}
+
+TEST_CASE("run --json repairs a tail cut inside a character the same way the text does", "[cli][texts]") {
+  // 30000 three-byte characters: the 64000-byte tail starts on a continuation byte.
+  const std::string command = "'printf \"\\342\\202\\254%.0s\" $(seq 30000)'";
+  auto json_run = cli_run("run --unconfined --json -- " + command);
+  REQUIRE(json_run.exit_code == 0);
+  const auto result = json::parse(json_run.out.text);
+  const std::string tail = result["stdout"]["text"];
+  CHECK(result["stdout"]["truncated"] == true);
+  CHECK(tail.rfind("\xE2\x82\xAC", 0) == 0);  // starts with the euro sign, not U+FFFD
+  CHECK_FALSE(contains(tail, "\xEF\xBF\xBD"));
+
+  auto text_run = cli_run("run --unconfined -- " + command);
+  CHECK(text_run.out.text.rfind("\xE2\x82\xAC", 0) == 0);
+  CHECK(text_run.out.text.substr(0, tail.size()) == tail);
+}
+
+TEST_CASE("run exits non-zero and says so on stderr when its output cannot be written", "[cli][texts]") {
+  auto closed = cli_run("run --unconfined -- 'echo hi' >&-");
+  CHECK(closed.exit_code == 125);
+  CHECK(contains(closed.err.text, "could not be written to stdout"));
+  auto closed_json = cli_run("run --unconfined --json -- 'echo hi' >&-");
+  CHECK(closed_json.exit_code == 125);
+  // With stderr closed as well, the exit status alone tells.
+  CHECK(cli_run("run --unconfined -- 'echo hi' >&- 2>&-").exit_code == 125);
+  // A command's own status is kept when the output was written.
+  CHECK(cli_run("run --unconfined -- 'echo hi; exit 3' >/dev/null").exit_code == 3);
+}
+
+TEST_CASE("serve keeps its open descriptors bounded however many sessions it sees", "[cli][serve][limits]") {
+  // Each session's log holds a descriptor; at most 256 stay open.
+  test_support::temp_dir sessions;
+  isolated_server s({"--session-dir", sessions.str()});
+  auto& server = s.server;
+  server.send({{"id", 0}, {"op", "tools"}});
+  server.reply_to(0);
+  const std::size_t before = open_descriptors(server.pid());
+  for (int i = 1; i <= 400; ++i)
+    server.send({{"id", i}, {"session", fmt::format("s{}", i)}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-9"}}}});
+  for (int i = 1; i <= 400; ++i) CHECK(server.reply_to(i)["text"] == "unknown task bash-9");
+  const std::size_t after = open_descriptors(server.pid());
+  CHECK(after <= before + 256);
+  CHECK(entries(sessions.path()).size() == 400);  // every session still has its log on disk
+}
+
+TEST_CASE("a call waiting for approval holds no in-flight slot, so other calls and the answer still get through",
+          "[cli][serve][limits][sandbox]") {
+  isolated_server s({"--mode", "read-only", "--approve", "ask", "--max-in-flight", "1"});
+  auto& server = s.server;
+  server.send(bash_call(1, "s1", "echo probe"));
+  const std::string probe = text_of(server.reply_to(1));
+  if (contains(probe, "sandbox unavailable")) {
+    WARN("skipped: no sandbox backend usable on this machine: " << probe);
+    return;
+  }
+  json args{{"command", "echo wider"},
+            {"description", "escalate"},
+            {"sandbox_permissions", "workspace-write"},
+            {"justification", "the test needs it"}};
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash"}, {"args", args}});
+  auto question = server.next([](const json& j) { return j.contains("approval"); });
+  // The only slot is free while the question waits: another call runs.
+  server.send(bash_call(3, "s1", "echo meanwhile"));
+  CHECK(server.reply_to(3)["text"] == "meanwhile\n");
+  server.send({{"id", 4}, {"op", "approve"}, {"approval", question["approval"]["id"]}, {"outcome", "allowed-once"}});
+  CHECK(server.reply_to(4)["is_error"] == false);
+  CHECK(server.reply_to(2)["text"] == "wider\n");
+}

@@ -1,0 +1,364 @@
+// Hardening (DESIGN.md contract 4, 9, 14 and "Beyond"): what a hostile
+// command, run by root, can and cannot do to the host from inside each
+// confined mode — capabilities, the host's processes, the terminal,
+// escapees, spill files, protected paths.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <bashexec/local_executor.hpp>
+
+#include "sandbox_test_support.hpp"
+
+using namespace bashexec;
+using namespace test_support;
+namespace fs = std::filesystem;
+
+namespace {
+
+using fork_exec_executor = basic_executor<policies<spawn_with<fork_exec>>>;
+
+/// The escapes a command can try to outlive its run with, each ending in a
+/// `sleep <marker>`.
+std::vector<std::string> escapee_commands(const std::string& marker) {
+  return {
+      "setsid sleep " + marker + " & echo started",
+      "nohup sleep " + marker + " >/dev/null 2>&1 & echo started",
+      "( (sleep " + marker + " &) & ); echo started",
+      "setsid bash -c 'exec </dev/null >/dev/null 2>&1; sleep " + marker + "' & echo started",
+  };
+}
+
+sandbox_config sandbox_for(sandbox_mode mode, const fs::path& workspace) {
+  sandbox_config sandbox;
+  sandbox.default_mode = mode;
+  sandbox.workspace_root = workspace;
+  return sandbox;
+}
+
+template <class Executor>
+executor_config config_for(sandbox_mode mode, const fs::path& workspace) {
+  executor_config config = fast_config();
+  config.cwd = workspace;
+  config.sandbox = sandbox_for(mode, workspace);
+  return config;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, even when bashexec runs as root",
+                   "[hardening][capabilities]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  temp_dir workspace("/var/tmp");
+  for (sandbox_mode mode : confined_modes) {
+    TestType exec(config_for<TestType>(mode, workspace.path()));
+    for (via how : both_ways) {
+      INFO(to_string(mode) << " via " << name_of(how));
+      const observed seen = observe(exec, {.command = "grep ^Cap /proc/self/status"}, how);
+      CHECK(seen.exit_code == 0);
+      for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapAmb"})
+        CHECK_THAT(seen.text, Catch::Contains(std::string(set) + ":\t0000000000000000"));
+      if (::geteuid() == 0 || std::is_same_v<TestType, bwrap_executor>)
+        CHECK_THAT(seen.text, Catch::Contains("CapBnd:\t0000000000000000"));
+      else
+        WARN("not root: Landlock cannot empty the bounding set without CAP_SETPCAP (no_new_privs keeps exec "
+             "from using it)");
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("contract 14: root inside the sandbox cannot remount, nsenter, unshare or chroot",
+                   "[hardening][capabilities]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  temp_dir workspace("/var/tmp");
+  temp_dir outside("/var/tmp");
+  const fs::path host_file = outside.path() / "written-by-the-sandbox";
+  const std::string command = fmt::format(
+      "mount -o remount,bind,rw / 2>/dev/null && echo REMOUNTED-ROOT; "
+      "mount -o remount,rw {0} 2>/dev/null && echo REMOUNTED-OUTSIDE; "
+      "echo x > {1} 2>/dev/null; "
+      "nsenter -t {2} -m -n true 2>/dev/null && echo NSENTERED; "
+      "unshare -m -n true 2>/dev/null && echo UNSHARED; "
+      "chroot / true 2>/dev/null && echo CHROOTED; "
+      "echo checked",
+      outside.str(), host_file.string(), ::getpid());
+  for (sandbox_mode mode : confined_modes) {
+    INFO(to_string(mode));
+    TestType exec(config_for<TestType>(mode, workspace.path()));
+    const run_result result = exec.run(exec.resolve({.command = command}));
+    CHECK(result.out.text == "checked\n");
+    CHECK_FALSE(fs::exists(host_file));
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "contract 14: a confined command cannot read the environment, memory or descriptors of the executor or its "
+    "parent",
+    "[hardening][host]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  temp_dir workspace("/var/tmp");
+  std::string command;
+  for (long pid : {static_cast<long>(::getpid()), static_cast<long>(::getppid())})
+    command += fmt::format(
+        "cat /proc/{0}/environ >/dev/null 2>&1 && echo READ-ENVIRON-{0}; "
+        "head -c 1 /proc/{0}/mem >/dev/null 2>&1 && echo READ-MEM-{0}; "
+        "readlink /proc/{0}/fd/0 >/dev/null 2>&1 && echo READ-FD-LINK-{0}; "
+        "head -c 1 /proc/{0}/fd/1 </dev/null >/dev/null 2>&1 && echo OPENED-FD-{0}; ",
+        pid);
+  command += "echo checked";
+  for (sandbox_mode mode : confined_modes) {
+    TestType exec(config_for<TestType>(mode, workspace.path()));
+    for (via how : both_ways) {
+      INFO(to_string(mode) << " via " << name_of(how));
+      const observed seen = observe(exec, {.command = command}, how);
+      CHECK(seen.text == "checked\n");
+    }
+  }
+}
+
+TEST_CASE("contract 14: under bwrap the host's processes are out of sight", "[hardening][host][bwrap]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  temp_dir workspace("/var/tmp");
+  bwrap_executor exec(config_for<bwrap_executor>(sandbox_mode::read_only, workspace.path()));
+  const run_result result = exec.run(exec.resolve(
+      {.command = fmt::format("test -e /proc/{} && echo HOST-VISIBLE; ls /proc | grep -c '^[0-9]'", ::getpid())}));
+  CHECK(result.exit_code == 0);
+  // bwrap's init, the shell and ls (and grep): a handful, never the host's.
+  CHECK(std::atoi(result.out.text.c_str()) <= 5);
+  CHECK_THAT(result.out.text, !Catch::Contains("HOST-VISIBLE"));
+}
+
+TEST_CASE("contract 14: every command, confined or not, has no controlling terminal", "[hardening][session]") {
+  const std::string command =
+      "read -r _ _ _ _ _ _ tty _ < /proc/$$/stat; echo tty=$tty; "
+      "exec 3</dev/tty && echo HAS-TTY || echo no-tty";
+  temp_dir workspace("/var/tmp");
+  auto check = [&](auto& exec) {
+    const run_result result = exec.run(exec.resolve({.command = command}));
+    CHECK_THAT(result.out.text, Catch::StartsWith("tty=0\n"));
+    CHECK_THAT(result.out.text, Catch::Contains("no-tty"));
+  };
+  SECTION("posix_spawner") {
+    local_executor exec(fast_config());
+    check(exec);
+  }
+  SECTION("fork_exec") {
+    fork_exec_executor exec(fast_config());
+    check(exec);
+  }
+  SECTION("bwrap") {
+    SKIP_UNLESS(backend_missing<bwrap_executor>());
+    bwrap_executor exec(config_for<bwrap_executor>(sandbox_mode::read_only, workspace.path()));
+    check(exec);
+  }
+  SECTION("landlock") {
+    SKIP_UNLESS(backend_missing<landlock_executor>());
+    landlock_executor exec(config_for<landlock_executor>(sandbox_mode::read_only, workspace.path()));
+    check(exec);
+  }
+}
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("contract 14: reading /dev/tty under a pseudo-terminal fails at once instead of stopping the command",
+          "[hardening][session][cli]") {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    WARN("skipped: `script` (util-linux) is not installed");
+    return;
+  }
+  temp_dir workspace("/var/tmp");
+  const fs::path out = workspace.path() / "typescript-output";
+  // `script` gives bashexec a controlling terminal; the command must not
+  // inherit it: the read fails at once rather than stopping on SIGTTIN.
+  const std::string line = fmt::format(
+      "cd {} && script -qec \"{} run --unconfined --timeout 20000 -- 'read x </dev/tty; echo rc=\\$?'\" /dev/null "
+      "</dev/null >{} 2>&1",
+      workspace.str(), BASHEXEC_CLI_PATH, out.string());
+  const auto started = steady::now();
+  std::system(line.c_str());
+  CHECK(ms_since(started) < 10000);
+  CHECK_THAT(slurp(out), Catch::Contains("rc=1"));
+}
+#endif
+
+TEST_CASE("contract 4: a stopped command still gets its grace: every SIGTERM is followed by SIGCONT",
+          "[hardening][kill]") {
+  executor_config config = fast_config();
+  config.kill_grace = std::chrono::milliseconds(8000);
+  temp_dir workspace("/var/tmp");
+  auto check = [](auto& exec) {
+    const auto started = steady::now();
+    const run_result result =
+        exec.run(exec.resolve({.command = "kill -STOP $$; echo resumed", .timeout = std::chrono::milliseconds(300)}));
+    CHECK(result.timed_out);
+    // SIGTERM did its work at once: no wait for the 8 s grace and SIGKILL.
+    CHECK(ms_since(started) < 4000);
+    CHECK(result.signal != SIGKILL);
+  };
+  SECTION("unconfined") {
+    local_executor exec(config);
+    check(exec);
+  }
+  SECTION("bwrap") {
+    SKIP_UNLESS(backend_missing<bwrap_executor>());
+    executor_config confined = config;
+    confined.sandbox = sandbox_for(sandbox_mode::read_only, workspace.path());
+    bwrap_executor exec(confined);
+    check(exec);
+  }
+}
+
+TEMPLATE_TEST_CASE("contract 9: a task started from a short-lived thread reports the truth, 1000 times over",
+                   "[hardening][background]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  temp_dir workspace("/var/tmp");
+  TestType exec(config_for<TestType>(sandbox_mode::read_only, workspace.path()));
+  const std::string marker = unique_sleep();
+  constexpr int total = 1000, batch = 50;
+  std::vector<task_id> ids(total);
+  for (int first = 0; first < total; first += batch) {
+    std::vector<std::thread> threads;
+    for (int i = first; i < first + batch; ++i)
+      // The thread is gone long before the command ends.
+      threads.emplace_back([&, i] { ids[i] = exec.start(exec.resolve({.command = "sleep 0.2; echo " + marker})); });
+    for (auto& t : threads) t.join();
+  }
+  int completed = 0;
+  for (const task_id& id : ids) {
+    const task_snapshot done = exec.wait(id);
+    if (done.status == task_status::completed && done.exit_code == 0 && !done.signal) ++completed;
+  }
+  CHECK(completed == total);
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
+}
+
+TEST_CASE("Beyond: under bwrap no escapee outlives the end of its run, its kill or the executor",
+          "[hardening][orphans][bwrap]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  temp_dir workspace("/var/tmp");
+  const auto config = config_for<bwrap_executor>(sandbox_mode::read_only, workspace.path());
+  SECTION("the end of a foreground run") {
+    bwrap_executor exec(config);
+    for (const std::string& command : escapee_commands(unique_sleep())) {
+      INFO(command);
+      const std::string marker = command.substr(command.find("sleep ") + 6, 10);
+      const run_result result = exec.run(exec.resolve({.command = command}));
+      CHECK(result.out.text == "started\n");
+      CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
+    }
+  }
+  SECTION("kill of a background task") {
+    bwrap_executor exec(config);
+    const std::string marker = unique_sleep();
+    std::string all;
+    for (const std::string& command : escapee_commands(marker)) all += "{ " + command + "; }; ";
+    const task_id id = exec.start(exec.resolve({.command = all + "sleep " + marker}));
+    REQUIRE(eventually([&] { return processes_with(marker).size() >= 5; }));
+    CHECK(exec.kill(id));
+    CHECK(exec.wait(id).status == task_status::killed);
+    CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
+  }
+  SECTION("disposal of the executor") {
+    const std::string marker = unique_sleep();
+    {
+      bwrap_executor exec(config);
+      std::string all;
+      for (const std::string& command : escapee_commands(marker)) all += "{ " + command + "; }; ";
+      exec.start(exec.resolve({.command = all + "sleep " + marker}));
+      REQUIRE(eventually([&] { return processes_with(marker).size() >= 5; }));
+    }
+    CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
+  }
+}
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its sandboxed commands behind",
+          "[hardening][orphans][cli]") {
+  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  temp_dir workspace("/var/tmp");
+  const std::string marker = unique_sleep();
+  const std::string request = fmt::format(
+      R"({{"id":1,"session":"s1","tool":"bash","args":{{"command":"setsid sleep {0} & nohup sleep {0} >/dev/null 2>&1 & sleep {0}","description":"escape","run_in_background":true}}}})",
+      marker);
+  const fs::path pid_file = workspace.path() / "serve.pid";
+  const std::string script = fmt::format(
+      "cd {0} || exit 1; {{ printf '%s\\n' '{1}'; sleep 60; }} | {2} serve --workdir {0} >/dev/null 2>&1 & echo $! > {3}",
+      workspace.str(), request, BASHEXEC_CLI_PATH, pid_file.string());
+  REQUIRE(std::system(script.c_str()) == 0);
+  REQUIRE(eventually([&] { return processes_with(marker).size() >= 3; }));
+  const long serve_pid = std::atol(slurp(pid_file).c_str());
+  REQUIRE(serve_pid > 1);
+  CHECK(::kill(static_cast<pid_t>(serve_pid), SIGKILL) == 0);
+  CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
+  // The feeding `sleep 60` of the pipeline is the script's, not the server's.
+  std::system("pkill -f '^sleep 60$' >/dev/null 2>&1");
+}
+#endif
+
+TEMPLATE_TEST_CASE("Beyond: a spill file is readable at its printed path by later commands but writable by none",
+                   "[hardening][spill]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  temp_dir workspace("/var/tmp");
+  for (sandbox_mode mode : confined_modes) {
+    INFO(to_string(mode));
+    auto config = config_for<TestType>(mode, workspace.path());
+    config.output_cap = 100;
+    TestType exec(config);
+    const run_result big = exec.run(exec.resolve({.command = "head -c 5000 /dev/zero | tr '\\0' a"}));
+    REQUIRE(big.out.truncated);
+    REQUIRE(big.out.spill_path);
+    const std::string path = big.out.spill_path->string();
+    CHECK_FALSE(path.starts_with("/tmp/"));
+    CHECK_FALSE(path.starts_with(workspace.str()));
+    for (via how : both_ways) {
+      INFO("via " << name_of(how));
+      const observed seen = observe(
+          exec,
+          {.command = fmt::format("wc -c < {0}; {{ echo x >> {0}; }} 2>/dev/null && echo APPENDED; "
+                                  "mv {0} {0}.moved 2>/dev/null && echo MOVED; rm -f {0} 2>/dev/null; "
+                                  "test -e {0} || echo REMOVED; {{ : > {0}; }} 2>/dev/null && echo TRUNCATED; echo checked",
+                                  path)},
+          how);
+      CHECK(seen.text == "5000\nchecked\n");
+    }
+    CHECK(fs::file_size(*big.out.spill_path) == 5000);
+  }
+}
+
+TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only when bashexec holds CAP_SYS_ADMIN",
+          "[hardening][protected][landlock]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  if (!landlock::can_bind_read_only()) {
+    WARN("skipped: no CAP_SYS_ADMIN — Landlock alone cannot protect .git (the spawn reports partial)");
+    return;
+  }
+  temp_dir workspace("/var/tmp");
+  fs::create_directories(workspace.path() / ".git" / "hooks");
+  std::ofstream(workspace.path() / ".git" / "config") << "[core]\n";
+  landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  for (via how : both_ways) {
+    INFO("via " << name_of(how));
+    const observed seen = observe(exec,
+                                  {.command = "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; "
+                                              "rm -f .git/config; echo ok > allowed.txt && echo wrote"},
+                                  how);
+    CHECK_THAT(seen.text, Catch::Contains("wrote"));
+    CHECK_THAT(seen.text, Catch::Contains("Read-only file system"));
+    CHECK_FALSE(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
+    CHECK(slurp(workspace.path() / ".git" / "config") == "[core]\n");
+    CHECK(fs::exists(workspace.path() / "allowed.txt"));
+    fs::remove(workspace.path() / "allowed.txt");
+  }
+  // The host's mount table is untouched.
+  CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) != 0);
+}
