@@ -15,8 +15,9 @@
 //     a gap it sees the stream;
 //   - finish() is the model's text (tail, head + marker + tail, or all) and
 //     truncated exactly when bytes were dropped; a spill file, when one is
-//     named, holds the whole stream byte-exact, and with a budget the stream
-//     fits in it is always named.
+//     named, holds the whole stream byte-exact and is named by its stream
+//     (`…-stdout`, `…-stderr`), and with a budget the stream fits in it is
+//     always named.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -88,7 +89,8 @@ void run(FuzzedDataProvider& in, std::size_t cap) {
   const bool small_budget = in.ConsumeBool();
   const std::uint64_t budget = small_budget ? in.ConsumeIntegralInRange<std::uint64_t>(0, 4096) : std::uint64_t{1} << 40;
   detail::spill_directory spills(fuzz_support::scratch(), budget, false);
-  typename Policy::collector collector(cap, spills);
+  const output_stream which = in.ConsumeBool() ? output_stream::err : output_stream::out;
+  typename Policy::collector collector(cap, spills, which);
 
   std::string stream;
   std::uint64_t cursor = 0;
@@ -135,6 +137,9 @@ void run(FuzzedDataProvider& in, std::size_t cap) {
   if (done.spill_path) {
     FUZZ_CHECK(spilled);
     FUZZ_CHECK(slurp(*done.spill_path) == stream);  // the whole stream, byte-exact
+    const std::string file = done.spill_path->filename().string();
+    const std::string suffix = "-" + std::string(to_string(which));
+    FUZZ_CHECK(file.size() > suffix.size() && file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0);
   } else {
     FUZZ_CHECK(!spilled || total > budget);  // withheld only when over the budget
   }
