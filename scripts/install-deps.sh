@@ -9,6 +9,7 @@ packages=(
   libboost-dev libfmt-dev librange-v3-dev nlohmann-json3-dev  # library deps
   catch2 libbenchmark-dev              # tests and benchmarks
   bubblewrap util-linux procps         # sandbox backend (+ setpriv, script); ps/pgrep for tests
+  clang-14 libfuzzer-14-dev llvm-14    # fuzz lane (scripts/run-fuzz.sh); llvm-symbolizer for its reports
 )
 
 missing=()

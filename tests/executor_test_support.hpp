@@ -115,12 +115,21 @@ inline std::string slurp(const std::filesystem::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-/// A private directory under `parent` (the system temp dir by default),
-/// removed at scope exit. Sandbox tests pass /var/tmp or the cwd: /tmp is
-/// granted (or replaced) under workspace-write, so "outside" must not be there.
+/// Where every test makes its scratch directories unless it means another
+/// place: /var/tmp, named explicitly. Not the working directory (a build tree
+/// may live anywhere, /tmp included), not TMPDIR (the runner's environment),
+/// and not /tmp: bwrap's workspace-write replaces /tmp with a private tmpfs,
+/// so a host directory there does not exist for a sandboxed command (its
+/// writes fail with ENOENT instead of a denial, and its effects never reach
+/// the host). /var/tmp is replaced by no sandbox mode.
+inline std::filesystem::path scratch_root() { return "/var/tmp"; }
+
+/// A private directory under `parent` (scratch_root() by default), removed
+/// at scope exit. A test passes another parent only on purpose (/tmp to
+/// exercise the tmpfs grant, $HOME for a home-relative path).
 class temp_dir {
  public:
-  explicit temp_dir(const std::filesystem::path& parent = std::filesystem::temp_directory_path(),
+  explicit temp_dir(const std::filesystem::path& parent = scratch_root(),
                     const std::string& prefix = "bashexec-test-") {
     std::string templ = (parent / (prefix + "XXXXXX")).string();
     if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed under " + parent.string());

@@ -1,5 +1,5 @@
 # Tests beyond the one-executable-per-file glob: the installed package as a
-# downstream project sees it, and the concurrency test under ThreadSanitizer.
+# downstream project sees it, and the concurrency tests under ThreadSanitizer.
 # Included from tests/CMakeLists.txt.
 
 # --- find_package(bashexec) from a fresh install prefix ---------------------
@@ -12,7 +12,10 @@ add_test(NAME consumer_find_package
     -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer_test.cmake)
 set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 300 LABELS "package")
 
-# --- the concurrency test built with -fsanitize=thread ----------------------
+# --- the concurrency tests built with -fsanitize=thread ---------------------
+# test_concurrency.cpp whole, and from the other files the cases tagged
+# [concurrency] (each source is one more TSan executable, run with that
+# filter). scripts/run-sanitizers.sh builds and runs just these (label tsan).
 include(CheckCXXSourceCompiles)
 set(CMAKE_REQUIRED_FLAGS -fsanitize=thread)
 set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=thread)
@@ -20,19 +23,23 @@ check_cxx_source_compiles("int main() { return 0; }" BASHEXEC_HAVE_TSAN)
 unset(CMAKE_REQUIRED_FLAGS)
 unset(CMAKE_REQUIRED_LINK_OPTIONS)
 
-option(BASHEXEC_TSAN_TESTS "Build test_concurrency_tsan (test_concurrency under ThreadSanitizer)" ${BASHEXEC_HAVE_TSAN})
+option(BASHEXEC_TSAN_TESTS "Build the [concurrency] tests under ThreadSanitizer (test_*_tsan)" ${BASHEXEC_HAVE_TSAN})
+set(BASHEXEC_TSAN_SOURCES test_concurrency test_background test_confinement_policies)
 if(BASHEXEC_TSAN_TESTS)
-  # Its own Catch2 main: everything in the binary is instrumented.
-  add_executable(test_concurrency_tsan test_concurrency.cpp catch_main.cpp)
-  target_link_libraries(test_concurrency_tsan PRIVATE bashexec_tools Catch2::Catch2)
-  target_include_directories(test_concurrency_tsan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_compile_options(test_concurrency_tsan PRIVATE ${BASHEXEC_WARNINGS} -fsanitize=thread -g -O1)
-  target_link_options(test_concurrency_tsan PRIVATE -fsanitize=thread)
-  add_test(NAME test_concurrency_tsan COMMAND test_concurrency_tsan)
-  set_tests_properties(test_concurrency_tsan PROPERTIES
-    TIMEOUT 120
-    LABELS "tsan"
-    ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+  foreach(source IN LISTS BASHEXEC_TSAN_SOURCES)
+    # Its own Catch2 main: everything in the binary is instrumented.
+    add_executable(${source}_tsan ${source}.cpp catch_main.cpp)
+    target_link_libraries(${source}_tsan PRIVATE bashexec_tools Catch2::Catch2)
+    target_include_directories(${source}_tsan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_compile_options(${source}_tsan PRIVATE ${BASHEXEC_WARNINGS} -fsanitize=thread -g -O1)
+    target_link_options(${source}_tsan PRIVATE -fsanitize=thread)
+    # --warn NoTests: a file whose [concurrency] tag went away fails loudly.
+    add_test(NAME ${source}_tsan COMMAND ${source}_tsan "[concurrency]" --warn NoTests)
+    set_tests_properties(${source}_tsan PROPERTIES
+      TIMEOUT 180
+      LABELS "tsan"
+      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+  endforeach()
 endif()
 
 # --- the hardening tests again as an ordinary user (root runs the rest) ------

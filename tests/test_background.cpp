@@ -85,7 +85,7 @@ TEST_CASE("contract 6: consecutive reads are incremental and never repeat output
   CHECK(executor.read_output(id).delta.empty());
 }
 
-TEST_CASE("contract 6: stderr follows stdout under [stderr], with a separating newline only when needed",
+TEST_CASE("contract 6: stderr follows stdout under its stderr header line, with a separating newline only when needed",
           "[background][contract-6]") {
   local_executor executor(fast_config());
   struct example {
@@ -312,7 +312,7 @@ TEST_CASE("contract 9/10: a spawn that fails after the checks settles the task a
 }
 
 TEST_CASE("contract 10: the listener fires exactly once per task for 50 concurrent tasks, after final facts",
-          "[background][contract-10]") {
+          "[background][contract-10][concurrency]") {
   local_executor executor(fast_config());
   std::mutex mutex;
   std::map<std::string, int> calls;
@@ -344,7 +344,7 @@ TEST_CASE("contract 10: the listener fires exactly once per task for 50 concurre
 }
 
 TEST_CASE("contract 10: a throwing listener neither starves the next one nor breaks the task",
-          "[background][contract-10]") {
+          "[background][contract-10][concurrency]") {
   std::mutex mutex;
   std::vector<std::string> reported;
   executor_config config = fast_config();
@@ -368,7 +368,7 @@ TEST_CASE("contract 10: a throwing listener neither starves the next one nor bre
   CHECK(executor.run(executor.resolve({.command = "echo ok"})).out.text == "ok\n");
 }
 
-TEST_CASE("contract 10: resetting a subscription unsubscribes", "[background][contract-10]") {
+TEST_CASE("contract 10: resetting a subscription unsubscribes", "[background][contract-10][concurrency]") {
   local_executor executor(fast_config());
   std::atomic<int> calls{0};
   auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
@@ -498,7 +498,7 @@ TEST_CASE("the UTF-8 boundary rule holds back only an unfinished character", "[b
 }
 
 TEST_CASE("contract 10: a blocking listener delays neither other tasks' kills nor their waits",
-          "[background][contract-10]") {
+          "[background][contract-10][concurrency]") {
   local_executor executor(fast_config());
   std::atomic<bool> release{false};
   auto slow = executor.on_task_done([&](const task_snapshot&) {
@@ -514,7 +514,7 @@ TEST_CASE("contract 10: a blocking listener delays neither other tasks' kills no
   release = true;
 }
 
-TEST_CASE("contract 10: a listener may wait for another task", "[background][contract-10]") {
+TEST_CASE("contract 10: a listener may wait for another task", "[background][contract-10][concurrency]") {
   local_executor executor(fast_config());
   auto other = start(executor, "sleep 0.3");
   std::atomic<bool> waited{false};
@@ -526,7 +526,7 @@ TEST_CASE("contract 10: a listener may wait for another task", "[background][con
 }
 
 TEST_CASE("contract 10: unsubscribing waits for a call of that listener already in progress",
-          "[background][contract-10]") {
+          "[background][contract-10][concurrency]") {
   local_executor executor(fast_config());
   std::atomic<bool> entered{false}, finished{false};
   auto sub = executor.on_task_done([&](const task_snapshot&) {
@@ -540,7 +540,7 @@ TEST_CASE("contract 10: unsubscribing waits for a call of that listener already 
   CHECK(finished);
 }
 
-TEST_CASE("contract 5: spill files never hold more than the budget; the oldest settled go first",
+TEST_CASE("contract 5: spill files never hold more than the budget, and the oldest settled go first",
           "[background][contract-5]") {
   executor_config config = fast_config();
   config.spill_budget_bytes = 1 << 20;

@@ -16,6 +16,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "executor_test_support.hpp"
+
 #include <bashexec/subscription.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
@@ -435,7 +437,7 @@ TEST_CASE("contract 21: model-supplied stdin, env and unknown keys never reach t
   CHECK_FALSE(executor.starts[0].env.has_value());
 }
 
-TEST_CASE("a relative workdir resolves against the session cwd; none uses the session cwd", "[tools]") {
+TEST_CASE("a relative workdir resolves against the session cwd, and none uses the session cwd", "[tools]") {
   auto executor = unconfined();
   bash_tools tools(executor);
   auto args = bash_args();
@@ -490,9 +492,8 @@ TEST_CASE("contract 18: the session override beats the executor default", "[tool
 }
 
 TEST_CASE("contract 18: a session override still applies after a restart", "[tools][contract-18]") {
-  std::string pattern = (fs::temp_directory_path() / "bashexec-tools-XXXXXX").string();
-  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-  const fs::path dir = pattern;
+  const test_support::temp_dir scratch(test_support::scratch_root(), "bashexec-tools-");
+  const fs::path dir = scratch.path();
   const auto file = session_log_path(dir, "s1");
   {
     session_log log(file);
@@ -506,7 +507,6 @@ TEST_CASE("contract 18: a session override still applies after a restart", "[too
   context.log = &log;
   tools.call("bash", bash_args(), context);
   CHECK(executor.requests.back().mode == sandbox_mode::danger_full_access);
-  fs::remove_all(dir);
 }
 
 // ---- escalation and approval -------------------------------------------------
@@ -540,7 +540,7 @@ TEST_CASE("contract 18: an escalation not strictly wider than the effective mode
   CHECK(executor.runs.empty());
 }
 
-TEST_CASE("contract 18: allowed-once runs that single call under the wider mode; the next is back to the session's",
+TEST_CASE("contract 18: allowed-once runs that single call under the wider mode, and the next is back to the session's",
           "[tools][approval][contract-18]") {
   auto executor = confining(sandbox_mode::read_only);
   bash_tools tools(executor);

@@ -535,7 +535,7 @@ bool set_inode_flags(const fs::path& path, int flags) {
 }  // namespace
 
 TEST_CASE("landlock: under read-only chattr (the inode-attribute ioctls) on a host file is refused with EACCES and "
-          "changes nothing; lsattr still works",
+          "changes nothing, while lsattr still works",
           "[landlock][metadata][seccomp]") {
   SKIP_UNLESS(landlock_missing());
   SKIP_UNLESS(detail::seccomp_filter_supported ? std::nullopt
@@ -1295,7 +1295,8 @@ TEST_CASE("chain: a candidate whose constructor throws is unusable and says why 
   CHECK(policy.selected_name() == "fake-b");
 }
 
-TEST_CASE("chain: the probe runs once per lifetime however many threads select (contract 15)", "[chain]") {
+TEST_CASE("chain: the probe runs once per lifetime however many threads select (contract 15)",
+          "[chain][concurrency]") {
   chain<fake_a, fake_b> policy{executor_config{}};
   std::atomic<int> probes{0};
   std::vector<std::thread> threads;

@@ -211,7 +211,7 @@ TEMPLATE_TEST_CASE("network full (the default): a confined command reaches a lis
 }
 
 TEMPLATE_TEST_CASE(
-    "network none: a confined command cannot reach the host's TCP listener; the failure is a plain non-zero exit, "
+    "network none: a confined command cannot reach the host's TCP listener — the failure is a plain non-zero exit, "
     "neither a file denial nor a runner failure, and the level stays honest",
     "[network][executor]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
@@ -264,7 +264,7 @@ TEMPLATE_TEST_CASE("network none: a UDP datagram never reaches the host (control
 }
 
 TEMPLATE_TEST_CASE(
-    "network loopback: the host's listener is unreachable; under bwrap the command has a loopback of its own, "
+    "network loopback: the host's listener is unreachable — under bwrap the command has a loopback of its own, "
     "under Landlock it has none (enforced as none, stricter than asked)",
     "[network][executor]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));

@@ -292,7 +292,7 @@ TEST_CASE("limits: validation rejects a zero or negative limit, naming the field
   CHECK_NOTHROW(validate(config));
 }
 
-TEST_CASE("limits: fork_exec reports a limit the kernel refuses as a setrlimit step; nothing runs", "[limits]") {
+TEST_CASE("limits: fork_exec reports a limit the kernel refuses as a setrlimit step, and nothing runs", "[limits]") {
   test_support::temp_dir dir;
   launch_plan plan;
   plan.argv = {"/bin/sh", "-c", "touch ran"};

@@ -418,7 +418,7 @@ TEMPLATE_TEST_CASE(
 }
 
 TEMPLATE_TEST_CASE(
-    "modes: under workspace-write metadata changes inside the workspace work (chmod +x of a script); Landlock "
+    "modes: under workspace-write metadata changes inside the workspace work (chmod +x of a script) — Landlock "
     "reports partial, since it cannot refuse them outside (contract 13, 14)",
     "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
@@ -635,9 +635,8 @@ TEST_CASE(
 // Default modes
 
 TEST_CASE(
-    "default modes: sandbox_executor defaults to read-only and stamps it on requests without a mode; local_executor "
-    "has no "
-    "default and stamps nothing (contract 1, 18)",
+    "default modes: sandbox_executor defaults to read-only and stamps it on requests without a mode — "
+    "local_executor has no default and stamps nothing (contract 1, 18)",
     "[sandbox][executor][resolve]") {
   sandbox_executor confining(fast_config());
   CHECK(sandbox_executor::confines);
@@ -712,8 +711,7 @@ TEST_CASE(
 
 TEST_CASE(
     "protected paths: under workspace-write .git and configured subpaths stay read-only under bwrap while the "
-    "workspace "
-    "around them is writable (DESIGN \"Beyond\"; contract 16)",
+    "workspace around them is writable (DESIGN \"Beyond\", contract 16)",
     "[sandbox][executor][protected]") {
   SKIP_UNLESS(backend_missing<bwrap_executor>());
   dirs d;
@@ -821,7 +819,7 @@ TEST_CASE("protected paths: a bwrap-compatible runner_command keeps protected pa
 TEST_CASE(
     "protected paths: under Landlock workspace-write reports partial enforcement, with or without an existing "
     "protected path (a read-only hole in a writable tree is not expressible, nor are metadata writes outside "
-    "the workspace); read-only keeps its level (DESIGN \"Beyond\"; contract 14)",
+    "the workspace) — read-only keeps its level (DESIGN \"Beyond\", contract 14)",
     "[sandbox][executor][protected]") {
   SKIP_UNLESS(backend_missing<landlock_executor>());
   dirs d;

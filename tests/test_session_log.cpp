@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "executor_test_support.hpp"
+
 #include <bashexec/session/session_log.hpp>
 
 using namespace bashexec;
@@ -18,11 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory removed at scope exit.
+/// A fresh directory under the tests' scratch root, removed at scope exit.
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "bashexec-session-XXXXXX").string();
+    std::string pattern = (test_support::scratch_root() / "bashexec-session-XXXXXX").string();
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
@@ -197,4 +199,45 @@ TEST_CASE("an in-memory log holds events without a file", "[session]") {
   set_sandbox_mode(log, sandbox_mode::workspace_write);
   CHECK(log.events().size() == 2);
   CHECK(override_of(log) == sandbox_mode::workspace_write);
+}
+
+TEST_CASE("a line nested deeper than the bound is refused as corrupt, not a stack overflow",
+          "[session][contract-18]") {
+  // Found by fuzz/fuzz_session_log: 20,000 levels overflowed the stack in
+  // nlohmann-json's recursive copy. Nested, last, or torn, it is an error.
+  temp_dir dir;
+  const auto file = dir.path / "deep.jsonl";
+  const std::size_t levels = 100000;
+  const std::string deep = "{\"type\":\"note\",\"v\":" + std::string(levels, '[') + std::string(levels, ']') + "}";
+  const std::string first = "{\"type\":\"sandbox-mode\",\"mode\":\"read-only\"}\n";
+  for (const std::string& content : {first + deep + "\n" + first, first + deep + "\n", first + deep.substr(0, levels)}) {
+    spit(file, content);
+    CHECK_THROWS_WITH(session_log(file),
+                      Catch::Contains("line 2: nested deeper than " + std::to_string(session_log_max_depth) + " levels"));
+    CHECK(slurp(file) == content);  // a refused log is left as it was
+  }
+
+  // At the bound it replays (the event object is level 1).
+  const std::string at_bound = "{\"type\":\"note\",\"v\":" + std::string(session_log_max_depth - 1, '[') +
+                               std::string(session_log_max_depth - 1, ']') + "}\n";
+  spit(file, at_bound);
+  CHECK(session_log(file).events().size() == 1);
+}
+
+TEST_CASE("append refuses a body nested deeper than the bound, naming the limit", "[session]") {
+  const auto nested = [](std::size_t levels) {
+    nlohmann::json value = nlohmann::json::array();
+    for (std::size_t i = 1; i < levels; ++i) {
+      nlohmann::json outer = nlohmann::json::array();
+      outer.push_back(std::move(value));
+      value = std::move(outer);
+    }
+    return nlohmann::json{{"v", std::move(value)}};  // the body object adds a level
+  };
+  session_log log;
+  CHECK_THROWS_WITH(log.append("note", nested(session_log_max_depth)),
+                    "event body must not nest deeper than " + std::to_string(session_log_max_depth) + " levels");
+  CHECK(log.events().empty());
+  log.append("note", nested(session_log_max_depth - 1));
+  CHECK(log.events().size() == 1);
 }

@@ -49,7 +49,7 @@ TEST_CASE("contract 20: a non-zero exit ends the text with the exit marker on it
   CHECK(render_run_result(exited(1, "line\n"), false) == "line\n[exit code: 1]");
 }
 
-TEST_CASE("contract 20: stderr follows a [stderr] line, after a newline only when stdout lacks one",
+TEST_CASE("contract 20: stderr follows its stderr header line, after a newline only when stdout lacks one",
           "[render][contract-20]") {
   CHECK(render_run_result(exited(0, "out", "err\n"), false) == "out\n[stderr]\nerr\n");
   CHECK(render_run_result(exited(0, "out\n", "err"), false) == "out\n[stderr]\nerr");

@@ -29,11 +29,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Scratch directories live under the current directory rather than /tmp:
-/// `workspace-write` gives a bwrap-sandboxed command a private /tmp, and a
-/// write there would not land where the test looks.
+/// Scratch directories live under test_support::scratch_root() (/var/tmp),
+/// whatever the working directory: `workspace-write` gives a bwrap-sandboxed
+/// command a private /tmp, and a write there would not land where the test
+/// looks (a build tree under /tmp made this test fail).
 struct scratch_dir : test_support::temp_dir {
-  scratch_dir() : test_support::temp_dir(fs::current_path(), "bashexec-live-") {}
+  scratch_dir() : test_support::temp_dir(test_support::scratch_root(), "bashexec-live-") {}
 };
 
 /// A spawn policy that records what every child was really given, then
@@ -238,7 +239,7 @@ TEST_CASE("live, contract 19-20: background tasks, the owner fence and the compl
   CHECK_THAT(box.notices[1].second, Catch::EndsWith("[status: killed by SIGTERM]"));
 }
 
-TEST_CASE("live, contract 18: an approved escalation's write lands; the next call is back under the session's mode",
+TEST_CASE("live, contract 18: an approved escalation's write lands, and the next call is back under the session's mode",
           "[tools][live][contract-18][sandbox]") {
   scratch_dir root;
   const fs::path workspace = root.path() / "workspace";

@@ -152,7 +152,10 @@ class spill_directory {
   void ensure_directory() {
     if (!path_.empty()) return;
     auto base = parent_.empty() ? default_spill_parents().front() : parent_;
-    std::string templ = (base / "bashexec-XXXXXXXXXXXX").string();
+    // mkdtemp randomises exactly the trailing six X's (more would stay
+    // literal X's), so the unpredictable part is our own getrandom name and
+    // mkdtemp only adds its suffix and the atomic, exclusive 0700 mkdir.
+    std::string templ = (base / random_name("bashexec-").substr(0, 21)).string() + "-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) throw_syscall(fmt::format("mkdtemp {}", templ));
     path_ = templ;  // mkdtemp creates it 0700
   }

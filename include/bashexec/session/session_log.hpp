@@ -11,8 +11,14 @@
 // is dropped from the file with a warning, never an error and never at the
 // cost of an earlier event; a complete final line missing only its newline
 // is kept and the newline restored. Any other bad line — invalid JSON before
-// the end, a missing "type", an unknown sandbox mode — throws
-// `session_log_error` naming the file and the line number.
+// the end, a missing "type", an unknown sandbox mode, nesting deeper than
+// `session_log_max_depth` — throws `session_log_error` naming the file and
+// the line number.
+//
+// Nesting is bounded (replay and `append` alike) because nlohmann-json
+// copies, compares and dumps a value recursively: a line nested some ten
+// thousand levels deep would overflow the stack, a crash instead of an
+// error. The depth is measured without building the value.
 //
 // One log per session: `session_log_path(dir, session_id)` maps each session
 // id to its own file, so two sessions never see each other's events. One
@@ -69,6 +75,73 @@ class session_log_error : public std::runtime_error {
 };
 
 inline constexpr std::string_view sandbox_mode_event_type = "sandbox-mode";
+
+/// The deepest nesting of arrays and objects an event may have (the event
+/// object itself is level 1).
+inline constexpr std::size_t session_log_max_depth = 512;
+
+namespace detail {
+
+/// A SAX consumer that builds nothing and stops the (iterative) parser as
+/// soon as the nesting passes `limit`.
+class json_depth_probe final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit json_depth_probe(std::size_t limit) : limit_(limit) {}
+  bool too_deep() const noexcept { return too_deep_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return leave(); }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return leave(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool enter() {
+    if (++depth_ <= limit_) return true;
+    too_deep_ = true;
+    return false;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  std::size_t limit_;
+  std::size_t depth_ = 0;
+  bool too_deep_ = false;
+};
+
+/// True when the JSON text `line` nests deeper than `limit` (whether or not
+/// it parses).
+inline bool json_text_too_deep(std::string_view line, std::size_t limit) {
+  json_depth_probe probe(limit);
+  (void)nlohmann::json::sax_parse(line, &probe, nlohmann::json::input_format_t::json, false);
+  return probe.too_deep();
+}
+
+/// True when `value` nests deeper than `limit`; iterative, so any depth is
+/// safe to measure.
+inline bool json_value_too_deep(const nlohmann::json& value, std::size_t limit) {
+  std::vector<std::pair<const nlohmann::json*, std::size_t>> pending{{&value, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth > limit) return true;
+    for (const auto& child : *node) pending.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+}  // namespace detail
 
 /// The JSON object one event is stored as.
 inline nlohmann::json event_to_json(const session_event& event) {
@@ -166,6 +239,9 @@ class session_log {
       throw std::invalid_argument("sandbox-mode events are written only by set_sandbox_mode");
     if (type.empty()) throw std::invalid_argument("event type must not be empty");
     if (!body.is_object()) throw std::invalid_argument("event body must be a JSON object");
+    if (detail::json_value_too_deep(body, session_log_max_depth))
+      throw std::invalid_argument(
+          fmt::format("event body must not nest deeper than {} levels", session_log_max_depth));
     append_event(opaque_event{std::string(type), std::move(body)});
   }
 
@@ -283,6 +359,9 @@ class session_log {
       start = end + 1;
       if (blank(line)) continue;
 
+      if (detail::json_text_too_deep(line, session_log_max_depth))
+        throw session_log_error(fmt::format("session log {} line {}: nested deeper than {} levels (the log is corrupt)",
+                                            where(), line_number, session_log_max_depth));
       auto parsed = nlohmann::json::parse(line, nullptr, false);
       if (parsed.is_discarded()) {
         if (line_start == last_start) {
