@@ -10,6 +10,14 @@
 // (a backgrounded grandchild must not hang a foreground run), and stops any
 // member still alive then, so a foreground run leaves nothing behind.
 //
+// "Alive" is the kernel's fact, read from /proc right before the decision
+// (process_group.hpp): a zombie or a process already exiting is not a
+// leftover. End of file arrives when the last holder of a pipe closes it,
+// and a process closes its files on its way out a moment before it becomes a
+// zombie — so a member seen in that moment has exited by itself, and the
+// `leftovers` cause (the marker the model reads) is recorded only when a
+// live member was there to be stopped.
+//
 // With a cgroup (containment = cgroup) "the group" means both: the process
 // group and every process in the cgroup, which setsid cannot leave. SIGTERM
 // goes to both (to the cgroup's members one by one), the SIGKILL rounds add
@@ -207,7 +215,7 @@ class child_run {
   /// Whether a live (non-zombie) member of the group — or a process of the
   /// cgroup — is left.
   bool has_live_members() const noexcept {
-    return (cgroup_ && cgroup_->populated()) || group_has_live_members(pid_);
+    return group_has_live_members(pid_) || (cgroup_ && cgroup_->has_live_members());
   }
 
   /// Disposal of a settled child: SIGKILL whatever is left of it.
@@ -229,15 +237,18 @@ class child_run {
   void update(clock::time_point now) {
     if (settled_ || pidfd_) return;  // the shell has not been reaped yet
     if (cause_ == stop_cause::none) {
-      if (!pipes_.out && !pipes_.err) {
-        if (timing_.stop_leftovers && has_live_members()) {
-          request_stop(stop_cause::leftovers, now);
-          return;
-        }
-        return finish();
+      const bool at_eof = !pipes_.out && !pipes_.err;
+      const bool drain_over = timing_.drain && now >= exited_at_ + *timing_.drain;
+      if (!at_eof && !drain_over) return;
+      // The shell is reaped and the pipes are at end of file or the drain is
+      // over: what is left is a leftover only if it is live right now. Past
+      // the drain, pipes still open with no live member are held by a member
+      // on its way out (or one outside the group): nothing to stop.
+      if ((drain_over || timing_.stop_leftovers) && has_live_members()) {
+        request_stop(stop_cause::leftovers, now);
+        return;
       }
-      if (timing_.drain && now >= exited_at_ + *timing_.drain) request_stop(stop_cause::leftovers, now);
-      return;
+      return finish();
     }
     // Stopping: settled once no live member of the group is left, whoever
     // still holds the pipes (a member that escaped the group, say).
@@ -265,10 +276,11 @@ class child_run {
       pipe.reset();
     }
     pipes_.in.reset();
-    // An empty cgroup goes at once; one that still holds detached members
-    // (a background task's `daemon &`) goes with this object, after disposal
-    // killed them.
-    if (cgroup_ && !cgroup_->populated()) cgroup_->remove();
+    // An empty cgroup goes at once (members on their way out leave it within
+    // moments); one that still holds detached members (a background task's
+    // `daemon &`) goes with this object, after disposal killed them.
+    if (cgroup_ && !cgroup_->has_live_members() && cgroup_->wait_empty(std::chrono::milliseconds(100)))
+      cgroup_->remove();
     settled_ = true;
   }
 

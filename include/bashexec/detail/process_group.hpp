@@ -1,6 +1,10 @@
 // detail/process_group: signalling a child's whole process group and telling
-// whether any live member is left (zombies do not count: an init that does
-// not reap orphans must not make a kill wait forever).
+// whether any live member is left, from the kernel's own facts in
+// /proc/<pid>/stat. Not live: a zombie ('Z'/'X': an init that does not reap
+// orphans must not make a kill wait forever) and a process that is already
+// exiting (PF_EXITING: it has begun do_exit, so it closes its files — our
+// pipes' end of file — a moment before it turns zombie; seen in that moment
+// it is on its way out, not left over).
 #pragma once
 
 #include <cerrno>
@@ -19,8 +23,23 @@ namespace bashexec::detail {
 /// Signals every member of group `pgid`; ESRCH (already empty) is fine.
 inline void signal_group(pid_t pgid, int signo) noexcept { ::kill(-pgid, signo); }
 
-/// Reads field 3 (state) and 5 (pgrp) of /proc/<pid>/stat.
-inline bool stat_member(const char* pid_name, pid_t pgid, bool& alive) noexcept {
+/// PF_EXITING from the kernel's <linux/sched.h>: set at the start of do_exit,
+/// before the process closes its files; it never clears.
+inline constexpr unsigned long pf_exiting = 0x00000004;
+
+/// The facts of /proc/<pid>/stat the leftover rule needs.
+struct member_stat {
+  char state = 0;
+  pid_t pgrp = 0;
+  unsigned long flags = 0;
+
+  /// Neither a zombie nor on its way out.
+  bool live() const noexcept { return state != 'Z' && state != 'X' && (flags & pf_exiting) == 0; }
+};
+
+/// Reads fields 3 (state), 5 (pgrp) and 9 (flags) of /proc/<pid_name>/stat;
+/// false when the process is gone or the file cannot be parsed.
+inline bool read_member_stat(const char* pid_name, member_stat& out) noexcept {
   char path[sizeof "/proc//stat" + sizeof(dirent::d_name)];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid_name);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -34,14 +53,23 @@ inline bool stat_member(const char* pid_name, pid_t pgid, bool& alive) noexcept 
   const char* p = std::strrchr(buf, ')');
   if (!p) return false;
   char state = 0;
-  int ppid = 0, pgrp = 0;
-  if (std::sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return false;
-  if (pgrp != pgid) return false;
-  alive = state != 'Z' && state != 'X';
+  int ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+  unsigned long flags = 0;
+  if (std::sscanf(p + 1, " %c %d %d %d %d %d %lu", &state, &ppid, &pgrp, &session, &tty, &tpgid, &flags) != 7)
+    return false;
+  out = {state, static_cast<pid_t>(pgrp), flags};
   return true;
 }
 
-/// True while group `pgid` has a member that is not a zombie.
+/// True while `pid` exists, is not a zombie and is not exiting.
+inline bool process_is_live(pid_t pid) noexcept {
+  char name[24];
+  std::snprintf(name, sizeof name, "%d", static_cast<int>(pid));
+  member_stat st;
+  return read_member_stat(name, st) && st.live();
+}
+
+/// True while group `pgid` has a live member (neither zombie nor exiting).
 inline bool group_has_live_members(pid_t pgid) noexcept {
   if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
   DIR* dir = ::opendir("/proc");
@@ -49,8 +77,8 @@ inline bool group_has_live_members(pid_t pgid) noexcept {
   bool any_alive = false;
   while (dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    bool alive = false;
-    if (stat_member(entry->d_name, pgid, alive) && alive) {
+    member_stat st;
+    if (read_member_stat(entry->d_name, st) && st.pgrp == pgid && st.live()) {
       any_alive = true;
       break;
     }
