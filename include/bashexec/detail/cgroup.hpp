@@ -143,15 +143,18 @@ class cgroup {
     });
   }
 
-  /// True while a member is live by its /proc facts (neither zombie nor
-  /// exiting, see process_group.hpp): a member that has closed its files on
-  /// its way out still counts in "populated" for a moment. Falls back to
-  /// `populated()` when cgroup.procs cannot be read.
-  bool has_live_members() const noexcept {
-    if (path_.empty()) return false;
-    bool live = false;
-    if (!for_each_member([&live](pid_t pid) { return !(live = process_is_live(pid)); })) return populated();
-    return live;
+  /// Its members by their /proc facts (running or exiting, see
+  /// process_group.hpp); the scan stops at the first running one. When
+  /// cgroup.procs cannot be read, a populated cgroup counts as running.
+  member_census census() const noexcept {
+    member_census result;
+    if (path_.empty()) return result;
+    const bool read = for_each_member([&result](pid_t pid) {
+      count_process(pid, result);
+      return !result.running;
+    });
+    if (!read && populated()) result.running = true;
+    return result;
   }
 
   /// True while a process (not a zombie) is in it; true when unreadable

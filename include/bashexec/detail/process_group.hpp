@@ -1,10 +1,10 @@
 // detail/process_group: signalling a child's whole process group and telling
-// whether any live member is left, from the kernel's own facts in
-// /proc/<pid>/stat. Not live: a zombie ('Z'/'X': an init that does not reap
-// orphans must not make a kill wait forever) and a process that is already
-// exiting (PF_EXITING: it has begun do_exit, so it closes its files — our
-// pipes' end of file — a moment before it turns zombie; seen in that moment
-// it is on its way out, not left over).
+// what is left of it, from the kernel's own facts in /proc/<pid>/stat.
+// A zombie ('Z'/'X') is gone: an init that does not reap orphans must not
+// make a kill wait forever. A live member is either running or exiting:
+// PF_EXITING is set when it begins do_exit, before it closes its files — our
+// pipes' end of file — a moment before it turns zombie. Seen in that moment
+// it is on its way out by itself, not a leftover to kill.
 #pragma once
 
 #include <cerrno>
@@ -33,8 +33,29 @@ struct member_stat {
   pid_t pgrp = 0;
   unsigned long flags = 0;
 
-  /// Neither a zombie nor on its way out.
-  bool live() const noexcept { return state != 'Z' && state != 'X' && (flags & pf_exiting) == 0; }
+  bool zombie() const noexcept { return state == 'Z' || state == 'X'; }
+  /// Not a zombie, and not on its way out.
+  bool running() const noexcept { return !zombie() && (flags & pf_exiting) == 0; }
+  /// Not a zombie yet, but on its way out.
+  bool exiting() const noexcept { return !zombie() && (flags & pf_exiting) != 0; }
+};
+
+/// What is left of a group of processes: members still running, members
+/// on their way out (zombies are not counted).
+struct member_census {
+  bool running = false;
+  bool exiting = false;
+
+  bool any_live() const noexcept { return running || exiting; }
+  void add(const member_stat& st) noexcept {
+    running = running || st.running();
+    exiting = exiting || st.exiting();
+  }
+  member_census& operator|=(const member_census& other) noexcept {
+    running = running || other.running;
+    exiting = exiting || other.exiting;
+    return *this;
+  }
 };
 
 /// Reads fields 3 (state), 5 (pgrp) and 9 (flags) of /proc/<pid_name>/stat;
@@ -61,30 +82,37 @@ inline bool read_member_stat(const char* pid_name, member_stat& out) noexcept {
   return true;
 }
 
-/// True while `pid` exists, is not a zombie and is not exiting.
-inline bool process_is_live(pid_t pid) noexcept {
+/// Adds process `pid` (when it still exists) to `census`.
+inline void count_process(pid_t pid, member_census& census) noexcept {
   char name[24];
   std::snprintf(name, sizeof name, "%d", static_cast<int>(pid));
   member_stat st;
-  return read_member_stat(name, st) && st.live();
+  if (read_member_stat(name, st)) census.add(st);
 }
 
-/// True while group `pgid` has a live member (neither zombie nor exiting).
-inline bool group_has_live_members(pid_t pgid) noexcept {
-  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+/// The members of group `pgid`; the scan stops at the first running one.
+inline member_census census_group(pid_t pgid) noexcept {
+  member_census census;
+  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return census;
   DIR* dir = ::opendir("/proc");
-  if (!dir) return true;  // cannot tell: assume alive, the caller bounds the wait
-  bool any_alive = false;
+  if (!dir) {
+    census.running = true;  // cannot tell: assume alive, the caller bounds the wait
+    return census;
+  }
   while (dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
     member_stat st;
-    if (read_member_stat(entry->d_name, st) && st.pgrp == pgid && st.live()) {
-      any_alive = true;
-      break;
+    if (read_member_stat(entry->d_name, st) && st.pgrp == pgid) {
+      census.add(st);
+      if (census.running) break;
     }
   }
   ::closedir(dir);
-  return any_alive;
+  return census;
 }
+
+/// True while group `pgid` has a member that is not a zombie (running or
+/// exiting: a kill is over once every member is a zombie or gone).
+inline bool group_has_live_members(pid_t pgid) noexcept { return census_group(pgid).any_live(); }
 
 }  // namespace bashexec::detail
