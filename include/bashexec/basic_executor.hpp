@@ -718,16 +718,18 @@ class basic_executor {
     void on_settled() override {
       task_snapshot final_facts;
       std::uint64_t held = 0;
+      std::uint64_t serial = 0;
       {
         std::lock_guard lock(mutex_);
         stamp();
         settled_ = true;
         final_facts = snapshot_;
         held = memory_held();
+        serial = serial_;
       }
       settled_cv_.notify_all();
       executor_.listeners_->notify(std::move(final_facts));  // the listener's own copy
-      executor_.task_settled(serial_, held);
+      executor_.task_settled(serial, held);
     }
 
     /// Whether members that detached from the task's output are still live
