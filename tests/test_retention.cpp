@@ -190,11 +190,12 @@ TEST_CASE("retention: past max_bytes the oldest settled tails are forgotten, the
 TEST_CASE("retention: a forgotten task's spill files are removed, a kept task's stay", "[background][retention]") {
   executor_config config = fast_config();
   config.retention.max_tasks = 2;
+  config.output_cap = 1000;  // both streams spill
   local_executor executor(config);
   std::vector<std::filesystem::path> spills;
   std::vector<task_id> ids;
   for (int i = 0; i < 5; ++i) {
-    ids.push_back(start(executor, "head -c 3000 /dev/zero; head -c 3000 /dev/zero >&2", 1000));
+    ids.push_back(start(executor, "head -c 3000 /dev/zero; head -c 3000 /dev/zero >&2"));
     executor.wait(ids.back());
     const task_read r = executor.read_output(ids.back());
     REQUIRE(r.stdout_spill_path.has_value());
