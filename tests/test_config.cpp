@@ -108,6 +108,30 @@ TEST_CASE("contract 1: each non-positive executor_config field is rejected by na
   CHECK(message_for([](executor_config&) {}).empty());
 }
 
+TEST_CASE("contract 1: each non-positive retention limit is rejected by name, and the defaults are documented",
+          "[config][contract-1][retention]") {
+  auto message_for = [](auto mutate) {
+    executor_config config;
+    mutate(config);
+    return invalid_argument_message([&] { local_executor executor(config); });
+  };
+  CHECK(message_for([](executor_config& c) { c.retention.max_tasks = 0; }) ==
+        "retention.max_tasks must be positive, got 0");
+  CHECK(message_for([](executor_config& c) { c.retention.max_bytes = 0; }) ==
+        "retention.max_bytes must be positive, got 0");
+  CHECK(message_for([](executor_config& c) { c.retention.max_age = 0ms; }) ==
+        "retention.max_age must be positive, got 0 ms");
+  CHECK(message_for([](executor_config& c) { c.retention.max_age = -5ms; }) ==
+        "retention.max_age must be positive, got -5 ms");
+  const task_retention defaults;
+  CHECK(defaults.max_tasks == 1000u);
+  CHECK(defaults.max_bytes == 16u * 1024 * 1024);
+  CHECK(defaults.max_age == 3600000ms);
+  CHECK(local_executor().retention_text() ==
+        "settled tasks are kept for at most 1 h, at most the 1000 that settled last, and at most 16 MiB of their "
+        "output in memory");
+}
+
 TEST_CASE("contract 1: configured defaults replace the built-in ones", "[config][contract-1]") {
   executor_config config;
   config.default_timeout = 1500ms;

@@ -7,24 +7,30 @@
 // the destructor block; everything else returns promptly. Background
 // children are driven by one reactor thread per executor, started on the
 // first `start`.
+//
+// Retention: settled tasks are forgotten by executor_config::retention
+// (count, bytes held, age; oldest settled first). Task records are shared:
+// a call in progress on a task that is forgotten meanwhile finishes on its
+// own copy, and the record is freed when the last such call returns.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -130,6 +136,22 @@ inline std::filesystem::path choose_spill_parent(const executor_config& config,
   return candidates.front();
 }
 
+/// "1 h", "90 s", "250 ms": a duration as a reader would write it.
+inline std::string duration_text(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms % 3600000 == 0) return fmt::format("{} h", ms / 3600000);
+  if (ms % 60000 == 0) return fmt::format("{} min", ms / 60000);
+  if (ms % 1000 == 0) return fmt::format("{} s", ms / 1000);
+  return fmt::format("{} ms", ms);
+}
+
+/// "16 MiB", "512 KiB", "1000 bytes".
+inline std::string bytes_text(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} bytes", bytes);
+}
+
 inline std::filesystem::path current_directory() {
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec);
@@ -189,11 +211,12 @@ class basic_executor {
     {
       std::lock_guard lock(registry_mutex_);
       disposing_ = true;  // a listener's late `start` must not add a task nobody stops
-      for (auto& task : tasks_) {
+      for (auto& [serial, task] : tasks_) {
         task->unwatch_stop();  // no stop callback may reach the reactor once it is gone
         if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
       }
     }
+    housekeeper_.retire();  // lets the reactor end once the tasks have settled
     reactor_.wake();
     reactor_.shutdown();
     spawner_.shutdown();
@@ -260,7 +283,7 @@ class basic_executor {
     const confinement_choice choice = select_confinement(spec);
     reactor_.start();  // before anything is spawned: a child must never lack its driver
 
-    auto task = std::make_unique<task_record>(*this, spec);
+    auto task = std::make_shared<task_record>(*this, spec);
     prepared launch = prepare(spec, choice);
     try {
       // On the executor's spawn thread: whatever the kernel ties to the
@@ -274,70 +297,90 @@ class basic_executor {
       // The command never ran: the task settles as killed with the reason.
       task->fail_to_start(e.what(), launch.info, false);
     }
-    task_record* raw = task.get();
     task_id id;
     {
       std::lock_guard lock(registry_mutex_);
       if (disposing_) throw infrastructure_error("start: the executor is being disposed of");
-      id = task_id(fmt::format("bash-{}", ++last_id_));
-      raw->set_id(id);
-      index_.emplace(id, raw);
-      tasks_.push_back(std::move(task));
+      if (!housekeeper_added_) {
+        reactor_.add(housekeeper_);  // no descriptors: it only keeps the retention's age deadline
+        housekeeper_added_ = true;
+      }
+      const std::uint64_t serial = ++last_id_;
+      id = task_id(fmt::format("bash-{}", serial));
+      task->set_id(id, serial);
+      tasks_.emplace(serial, task);
       // Under the registry lock, so disposal's `unwatch_stop` cannot race it.
       // A stop requested meanwhile runs the callback right here.
-      if (raw->running() && spec.stop.stop_possible()) raw->watch_stop(spec.stop);
+      if (task->running() && spec.stop.stop_possible()) task->watch_stop(spec.stop);
     }
-    if (raw->running()) {
+    if (task->running()) {
       try {
-        reactor_.add(*raw);
+        reactor_.add(*task);
       } catch (const std::exception& e) {
-        raw->abandon(e.what());  // killed and reaped; settles as killed with the reason
+        task->abandon(e.what());  // killed and reaped; settles as killed with the reason
       }
     }
-    if (!raw->running()) raw->on_settled();
+    if (!task->running()) {
+      task->on_settled();
+      reactor_.wake();  // the retention deadline may have moved
+    }
     return id;
   }
 
-  task_snapshot get(const task_id& id) const { return find(id).snapshot(); }
+  /// Throws unknown_task for an id never issued, task_forgotten for one
+  /// the retention policy has forgotten (so do the calls below).
+  task_snapshot get(const task_id& id) const { return find(id)->snapshot(); }
 
-  /// Snapshots of every task, in start order.
+  /// Snapshots of every task not forgotten, in start order.
   std::vector<task_snapshot> list() const {
-    std::vector<task_record*> all;
+    std::vector<std::shared_ptr<task_record>> all;
     {
       std::lock_guard lock(registry_mutex_);
-      for (auto& task : tasks_) all.push_back(task.get());
+      all.reserve(tasks_.size());
+      for (auto& [serial, task] : tasks_) all.push_back(task);
     }
     std::vector<task_snapshot> out;
     out.reserve(all.size());
-    for (auto* task : all) out.push_back(task->snapshot());
+    for (auto& task : all) out.push_back(task->snapshot());
     return out;
   }
 
-  /// The owner token stored with the task, verbatim; empty for unknown ids
-  /// and ownerless tasks (contract 11).
+  /// The owner token stored with the task, verbatim; empty for unknown or
+  /// forgotten ids and ownerless tasks (contract 11).
   std::optional<owner_token> owner_of(const task_id& id) const {
+    const auto serial = serial_of(id);
+    if (!serial) return std::nullopt;
     std::lock_guard lock(registry_mutex_);
-    auto it = index_.find(id);
-    if (it == index_.end()) return std::nullopt;
+    auto it = tasks_.find(*serial);
+    if (it == tasks_.end()) return std::nullopt;
     return it->second->owner();
   }
 
   /// What the task printed since the last read (contract 6).
-  task_read read_output(const task_id& id) { return find(id).read(); }
+  task_read read_output(const task_id& id) { return find(id)->read(); }
 
   /// Stops a running task's group; false when it had already finished.
   bool kill(const task_id& id) {
-    bool started = find(id).stop(detail::stop_cause::killed);
+    bool started = find(id)->stop(detail::stop_cause::killed);
     if (started) reactor_.wake();
     return started;
   }
 
   /// Blocks until the task settles.
-  task_snapshot wait(const task_id& id) { return find(id).wait(std::nullopt).value(); }
+  task_snapshot wait(const task_id& id) { return find(id)->wait(std::nullopt).value(); }
 
   /// Blocks at most `timeout`; empty when the task is still running then.
   std::optional<task_snapshot> wait_for(const task_id& id, std::chrono::milliseconds timeout) {
-    return find(id).wait(timeout);
+    return find(id)->wait(timeout);
+  }
+
+  /// The retention policy in words, as task_forgotten messages give it.
+  std::string retention_text() const {
+    const task_retention& r = config_.retention;
+    return fmt::format(
+        "settled tasks are kept for at most {}, at most the {} that settled last, and at most {} of their output "
+        "in memory",
+        detail::duration_text(r.max_age), r.max_tasks, detail::bytes_text(r.max_bytes));
   }
 
   /// Calls `listener(const task_snapshot&)` once per task when it settles,
@@ -591,9 +634,10 @@ class basic_executor {
       cap_ = spec.stdout_max_bytes;
     }
 
-    void set_id(const task_id& id) {
+    void set_id(const task_id& id, std::uint64_t serial) {
       std::lock_guard lock(mutex_);
       snapshot_.id = id;
+      serial_ = serial;
     }
 
     void begin(spawned_process process, prepared launch) {
@@ -732,20 +776,51 @@ class basic_executor {
       return child_->settled();
     }
 
-    /// Stamps the final facts (contract 17), then tells the listeners.
+    /// Stamps the final facts (contract 17), then tells the listeners, then
+    /// hands the task to the retention policy.
     void on_settled() override {
       task_snapshot final_facts;
+      std::uint64_t held = 0;
+      std::uint64_t serial = 0;
       {
         std::lock_guard lock(mutex_);
         stamp();
         settled_ = true;
         final_facts = snapshot_;
+        held = memory_held();
+        serial = serial_;
       }
       settled_cv_.notify_all();
-      executor_.listeners_->notify(final_facts);
+      executor_.listeners_->notify(std::move(final_facts));  // the listener's own copy
+      executor_.task_settled(serial, held);
+    }
+
+    /// Whether members that detached from the task's output are still live
+    /// (a settled task that still has processes is not forgotten: disposal
+    /// must reach them). Once they are gone the answer stays no.
+    bool holds_live_members() {
+      std::lock_guard lock(mutex_);
+      if (leftovers_ && !(child_ && child_->has_live_members())) leftovers_ = false;
+      return leftovers_;
+    }
+
+    /// The retention policy forgot this task: remove its spill files now
+    /// (calls in progress on it see the paths withheld); its memory goes
+    /// with the last reference.
+    void forget_output() {
+      std::lock_guard lock(mutex_);
+      if (!child_) return;
+      for (const auto& path : {child_->out().spill_path(), child_->err().spill_path()})
+        if (path) executor_.spills_.forget(*path);
     }
 
    private:
+    std::uint64_t memory_held() const {
+      std::uint64_t held = snapshot_.command.capacity() + spawn_error_.capacity();
+      if (child_) held += detail::held_bytes(child_->out()) + detail::held_bytes(child_->err());
+      return held;
+    }
+
     void stamp() {
       if (!child_) {
         snapshot_.status = task_status::killed;
@@ -783,7 +858,8 @@ class basic_executor {
     std::string spawn_error_;
     bool spawn_error_read_ = false;
     bool settled_ = false;
-    bool leftovers_ = false;  // live group members when the task settled
+    bool leftovers_ = false;  // live group members when the task settled (until they are gone)
+    std::uint64_t serial_ = 0;
 
     /// Runs inside `request_stop`, on whichever thread asked: it takes only
     /// this task's mutex and the reactor's, never the registry's.
@@ -802,11 +878,129 @@ class basic_executor {
     std::optional<std::stop_callback<stop_relay>> on_stop_;
   };
 
-  task_record& find(const task_id& id) const {
-    std::lock_guard lock(registry_mutex_);
-    auto it = index_.find(id);
-    if (it == index_.end()) throw unknown_task(id);
-    return *it->second;
+  /// Keeps the retention's age deadline on the reactor thread: a reactor
+  /// client with no descriptors whose deadline is the next time a settled
+  /// task may be forgotten.
+  class housekeeper final : public detail::reactor::client {
+   public:
+    explicit housekeeper(basic_executor& owner) : executor_(owner) {}
+    /// Disposal: the reactor may end without waiting for this client.
+    void retire() { retired_ = true; }
+
+    int fd(detail::child_source) override { return -1; }
+    void on_event(detail::child_source, char*, std::size_t, detail::clock::time_point) override {}
+    std::optional<detail::clock::time_point> deadline() override {
+      std::lock_guard lock(executor_.registry_mutex_);
+      return executor_.next_prune_at_;
+    }
+    void on_time(detail::clock::time_point now) override { executor_.prune(now); }
+    bool settled() override { return retired_; }
+    void on_settled() override {}
+
+   private:
+    basic_executor& executor_;
+    std::atomic<bool> retired_{false};
+  };
+
+  /// A settled task in settle order, as the retention policy sees it.
+  struct settled_entry {
+    std::uint64_t serial;
+    detail::clock::time_point at;
+    std::uint64_t bytes;
+    /// A task with live detached members is looked at again only after
+    /// this (a /proc scan each time otherwise).
+    detail::clock::time_point recheck_at{};
+  };
+
+  /// `bash-N` → N, for ids this executor could have issued (canonical
+  /// decimal, no sign or leading zero); empty otherwise.
+  static std::optional<std::uint64_t> serial_of(const task_id& id) {
+    std::string_view text = id.value();
+    constexpr std::string_view prefix = "bash-";
+    if (!text.starts_with(prefix)) return std::nullopt;
+    text.remove_prefix(prefix.size());
+    if (text.empty() || text.front() < '1' || text.front() > '9') return std::nullopt;
+    std::uint64_t serial = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), serial);
+    if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+    return serial;
+  }
+
+  /// The task of `id`; a shared reference, so a call in progress survives
+  /// the task being forgotten meanwhile. Every id up to the last issued one
+  /// that is not held any more was forgotten (ids are never reused).
+  std::shared_ptr<task_record> find(const task_id& id) const {
+    const auto serial = serial_of(id);
+    {
+      std::lock_guard lock(registry_mutex_);
+      if (serial) {
+        if (auto it = tasks_.find(*serial); it != tasks_.end()) return it->second;
+        if (*serial <= last_id_) throw task_forgotten(id, retention_text());
+      }
+    }
+    throw unknown_task(id);
+  }
+
+  /// A task settled (on the reactor thread, or in `start` for a spawn that
+  /// failed): it joins the retention queue, which is then enforced.
+  void task_settled(std::uint64_t serial, std::uint64_t bytes) {
+    const auto now = detail::clock::now();
+    {
+      std::lock_guard lock(registry_mutex_);
+      if (disposing_ || serial == 0) return;
+      settled_.push_back({serial, now, bytes});
+      settled_bytes_ += bytes;
+    }
+    prune(now);
+  }
+
+  /// Enforces the retention limits: forgets the settled tasks over them,
+  /// oldest settled first, and sets the next age deadline.
+  void prune(detail::clock::time_point now) {
+    const task_retention& limits = config_.retention;
+    std::vector<std::shared_ptr<task_record>> forgotten;
+    {
+      std::lock_guard lock(registry_mutex_);
+      if (disposing_) {
+        next_prune_at_.reset();  // disposal forgets everything at once
+        return;
+      }
+      std::optional<detail::clock::time_point> recheck;
+      std::size_t i = 0;
+      while (i < settled_.size()) {
+        settled_entry& entry = settled_[i];
+        // The count and the bytes never take the task that settled last: a
+        // burst of tasks with live detached members must not starve it.
+        const bool newest = i + 1 == settled_.size();
+        const bool aged = now - entry.at >= limits.max_age;
+        const bool over_count = settled_.size() > limits.max_tasks && !newest;
+        const bool over_bytes = settled_bytes_ > limits.max_bytes && !newest;
+        if (!aged && !over_count && !over_bytes) break;
+        auto it = tasks_.find(entry.serial);
+        if (it != tasks_.end()) {
+          if (now < entry.recheck_at || it->second->holds_live_members()) {
+            if (now >= entry.recheck_at) entry.recheck_at = now + std::chrono::seconds(1);
+            recheck = recheck ? std::min(*recheck, entry.recheck_at) : entry.recheck_at;
+            ++i;
+            continue;
+          }
+          forgotten.push_back(std::move(it->second));
+          tasks_.erase(it);
+        }
+        settled_bytes_ -= std::min(settled_bytes_, entry.bytes);
+        settled_.erase(settled_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      // The next age deadline: the first entry not looked at yet, or a
+      // pinned entry's next look, whichever comes first.
+      next_prune_at_ = recheck;
+      if (i < settled_.size()) {
+        const auto expiry = settled_[i].at + limits.max_age;
+        next_prune_at_ = next_prune_at_ ? std::min(*next_prune_at_, expiry) : expiry;
+      }
+    }
+    // Outside the registry lock: file removal, and the memory of every task
+    // nobody else is reading goes here.
+    for (auto& task : forgotten) task->forget_output();
   }
 
   executor_config config_;
@@ -822,8 +1016,14 @@ class basic_executor {
   mutable std::mutex registry_mutex_;
   std::uint64_t last_id_ = 0;
   bool disposing_ = false;
-  std::vector<std::unique_ptr<task_record>> tasks_;
-  std::unordered_map<task_id, task_record*> index_;
+  /// Every task not forgotten, by serial (start order).
+  std::map<std::uint64_t, std::shared_ptr<task_record>> tasks_;
+  /// The settled ones among them, in settle order (the retention queue).
+  std::deque<settled_entry> settled_;
+  std::uint64_t settled_bytes_ = 0;
+  std::optional<detail::clock::time_point> next_prune_at_;
+  housekeeper housekeeper_{*this};
+  bool housekeeper_added_ = false;
   detail::spawn_thread spawner_;
   // Declared last: destroyed (joined) first, while the tasks still exist.
   detail::reactor reactor_;

@@ -106,6 +106,26 @@ constexpr std::string_view to_string(process_containment containment) noexcept {
   return containment == process_containment::cgroup ? "cgroup" : "process_group";
 }
 
+/// How long settled background tasks are remembered, so an executor that
+/// lives for days (a `serve` process) holds bounded memory. Past any limit the
+/// task that settled first is forgotten first: its output tails are freed,
+/// its spill files removed, and its id then throws `task_forgotten` (an
+/// `unknown_task`) from get / read_output / kill / wait. Ids are never reused.
+/// Never forgotten: a running task, a settled one whose detached members
+/// (`daemon >/dev/null &`) are still alive (disposal must still reach them;
+/// they count towards the limits meanwhile), and — for the count and the
+/// bytes — the task that settled last (its output is bounded by the caps
+/// already). See docs/architecture.md "Retention".
+struct task_retention {
+  /// Settled tasks kept.
+  std::size_t max_tasks = 1000;
+  /// Bytes settled tasks hold in memory: their output tails (up to the cap
+  /// per stream) and command text.
+  std::uint64_t max_bytes = std::uint64_t{16} << 20;
+  /// Time since a task settled.
+  std::chrono::milliseconds max_age{3600000};
+};
+
 struct executor_config {
   /// Default workdir; the process cwd when empty.
   std::optional<std::filesystem::path> cwd;
@@ -132,6 +152,8 @@ struct executor_config {
   /// Total bytes of spill files kept; past it, the oldest settled owners'
   /// spill files are removed first.
   std::uint64_t spill_budget_bytes = std::uint64_t{1} << 30;
+  /// Which settled background tasks are remembered; see task_retention.
+  task_retention retention;
   /// Receives contained errors (a throwing listener); stderr when empty.
   std::function<void(std::string_view)> error_sink;
   sandbox_config sandbox;
@@ -200,6 +222,9 @@ inline void validate(const executor_config& config) {
   if (config.output_cap == 0) throw std::invalid_argument("output_cap must be positive, got 0");
   if (config.shell.empty()) throw std::invalid_argument("shell must not be empty");
   if (config.spill_budget_bytes == 0) throw std::invalid_argument("spill_budget_bytes must be positive, got 0");
+  if (config.retention.max_tasks == 0) throw std::invalid_argument("retention.max_tasks must be positive, got 0");
+  if (config.retention.max_bytes == 0) throw std::invalid_argument("retention.max_bytes must be positive, got 0");
+  detail::require_positive(config.retention.max_age, "retention.max_age");
   const bool has_argv = !config.sandbox.runner_argv.empty();
   const bool has_signatures = !config.sandbox.runner_failure_signatures.empty();
   if (has_argv != has_signatures)

@@ -33,7 +33,7 @@ class sandbox_unavailable : public infrastructure_error {
   sandbox_mode mode_;
 };
 
-/// A task id this executor never issued.
+/// A task id this executor does not know (never issued, or forgotten).
 class unknown_task : public std::out_of_range {
  public:
   explicit unknown_task(const task_id& id)
@@ -41,8 +41,22 @@ class unknown_task : public std::out_of_range {
 
   const task_id& id() const noexcept { return id_; }
 
+ protected:
+  unknown_task(const task_id& id, const std::string& message) : std::out_of_range(message), id_(id) {}
+
  private:
   task_id id_;
+};
+
+/// A task id this executor issued, whose settled task the retention policy
+/// (executor_config::retention) has since forgotten: its output is gone.
+/// The message says so and names the limits, for a reader (a model) that
+/// would otherwise take "unknown" for a typo.
+class task_forgotten : public unknown_task {
+ public:
+  /// `limits`: the retention policy in words ("settled tasks are kept ...").
+  task_forgotten(const task_id& id, std::string_view limits)
+      : unknown_task(id, "task " + id.value() + " was forgotten: " + std::string(limits)) {}
 };
 
 }  // namespace bashexec

@@ -11,6 +11,9 @@
 //     std::optional<std::filesystem::path> spill_path() const;
 //     collected_output finish();                        // once, at end of stream
 //   };
+// Optional: `std::uint64_t held_bytes() const` — the memory the collector
+// holds (its buffers' capacity); the executor's retention policy counts it
+// for settled tasks. A policy without it is counted by `total()`.
 // Laws every shipped policy passes (tests/test_output_laws.cpp): `total()`
 // counts every appended byte; `since(total())` is empty and not lossy;
 // consecutive `since` calls that advance by what they returned never repeat
@@ -60,5 +63,18 @@ concept output_policy =
       { cc.spill_path() } -> std::same_as<std::optional<std::filesystem::path>>;
       { c.finish() } -> std::same_as<collected_output>;
     };
+
+namespace detail {
+
+/// What a collector holds in memory, for the retention policy.
+template <class Collector>
+std::uint64_t held_bytes(const Collector& collector) {
+  if constexpr (requires { { collector.held_bytes() } -> std::convertible_to<std::uint64_t>; })
+    return collector.held_bytes();
+  else
+    return collector.total();
+}
+
+}  // namespace detail
 
 }  // namespace bashexec

@@ -39,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/detail/process_group.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
@@ -136,27 +137,24 @@ class cgroup {
   /// Sends `signo` to every process listed in cgroup.procs (the polite
   /// SIGTERM before cgroup.kill; there is no cgroup.signal).
   void signal_members(int signo) noexcept {
-    unique_fd fd = open_in(path_, "cgroup.procs", O_RDONLY, std::nothrow);
-    if (!fd) return;
-    char buf[4096];
-    long pid = 0;
-    bool in_number = false;
-    for (;;) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] >= '0' && buf[i] <= '9') {
-          pid = pid * 10 + (buf[i] - '0');
-          in_number = true;
-        } else if (in_number) {
-          ::kill(static_cast<pid_t>(pid), signo);
-          pid = 0;
-          in_number = false;
-        }
-      }
-    }
-    if (in_number) ::kill(static_cast<pid_t>(pid), signo);
+    for_each_member([signo](pid_t pid) {
+      ::kill(pid, signo);
+      return true;
+    });
+  }
+
+  /// Its members by their /proc facts (running or exiting, see
+  /// process_group.hpp); the scan stops at the first running one. When
+  /// cgroup.procs cannot be read, a populated cgroup counts as running.
+  member_census census() const noexcept {
+    member_census result;
+    if (path_.empty()) return result;
+    const bool read = for_each_member([&result](pid_t pid) {
+      count_process(pid, result);
+      return !result.running;
+    });
+    if (!read && populated()) result.running = true;
+    return result;
   }
 
   /// True while a process (not a zombie) is in it; true when unreadable
@@ -204,6 +202,35 @@ class cgroup {
     char path[4096];
     std::snprintf(path, sizeof path, "%s/%s", dir.c_str(), file);
     return unique_fd(::open(path, flags | O_CLOEXEC));
+  }
+
+  /// Calls `visit(pid)` for each pid in cgroup.procs until it returns
+  /// false; false when the file could not be opened.
+  template <class Visit>
+  bool for_each_member(Visit visit) const noexcept {
+    if (path_.empty()) return true;
+    unique_fd fd = open_in(path_, "cgroup.procs", O_RDONLY, std::nothrow);
+    if (!fd) return false;
+    char buf[4096];
+    long pid = 0;
+    bool in_number = false;
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          pid = pid * 10 + (buf[i] - '0');
+          in_number = true;
+        } else if (in_number) {
+          if (!visit(static_cast<pid_t>(pid))) return true;
+          pid = 0;
+          in_number = false;
+        }
+      }
+    }
+    if (in_number) visit(static_cast<pid_t>(pid));
+    return true;
   }
 
   static bool events_populated(int fd) noexcept {

@@ -10,6 +10,15 @@
 // (a backgrounded grandchild must not hang a foreground run), and stops any
 // member still alive then, so a foreground run leaves nothing behind.
 //
+// "Still running" is the kernel's fact, read from /proc right before the
+// decision (process_group.hpp): a zombie, or a process already exiting
+// (PF_EXITING), is not a leftover. End of file arrives when the last holder
+// of a pipe closes it, and a process closes its files on its way out a
+// moment before it becomes a zombie — so a member seen in that moment has
+// exited by itself. The run then waits (bounded) for such members to finish
+// exiting, and the `leftovers` cause (the marker the model reads) is
+// recorded only when a running member was there to be stopped.
+//
 // With a cgroup (containment = cgroup) "the group" means both: the process
 // group and every process in the cgroup, which setsid cannot leave. SIGTERM
 // goes to both (to the cgroup's members one by one), the SIGKILL rounds add
@@ -187,6 +196,7 @@ class child_run {
     if (cause_ == stop_cause::none) {
       if (timeout_at_) consider(*timeout_at_);
       if (exited_ && timing_.drain) consider(exited_at_ + *timing_.drain);
+      if (exit_wait_until_) consider(group_check_at_);
     } else {
       consider(kill_at_);
       if (exited_) consider(group_check_at_);
@@ -230,18 +240,40 @@ class child_run {
     if (signo == SIGTERM) signal_members(SIGCONT);
   }
 
+  /// The group's members, and the cgroup's too under cgroup containment.
+  member_census census() const noexcept {
+    member_census members = census_group(pid_);
+    if (cgroup_ && !members.running) members |= cgroup_->census();
+    return members;
+  }
+
   void update(clock::time_point now) {
     if (settled_ || pidfd_) return;  // the shell has not been reaped yet
     if (cause_ == stop_cause::none) {
-      if (!pipes_.out && !pipes_.err) {
-        if (timing_.stop_leftovers && has_live_members()) {
+      const bool at_eof = !pipes_.out && !pipes_.err;
+      const bool drain_over = timing_.drain && now >= exited_at_ + *timing_.drain;
+      if (!at_eof && !drain_over) return;
+      // The shell is reaped and the pipes are at end of file or the drain is
+      // over: what is left is a leftover only if it is running right now.
+      // Past the drain, pipes still open with no running member are held by
+      // a member on its way out (or one outside the group): nothing to stop.
+      if (drain_over || timing_.stop_leftovers) {
+        const member_census members = census();
+        if (members.running) {
           request_stop(stop_cause::leftovers, now);
           return;
         }
-        return finish();
+        // Members on their way out: let them finish exiting (bounded), so
+        // the run still leaves nothing behind.
+        if (members.exiting && timing_.stop_leftovers) {
+          if (!exit_wait_until_) exit_wait_until_ = now + exit_wait;
+          if (now < *exit_wait_until_) {
+            group_check_at_ = now + std::chrono::milliseconds(2);
+            return;
+          }
+        }
       }
-      if (timing_.drain && now >= exited_at_ + *timing_.drain) request_stop(stop_cause::leftovers, now);
-      return;
+      return finish();
     }
     // Stopping: settled once no live member of the group is left, whoever
     // still holds the pipes (a member that escaped the group, say).
@@ -296,6 +328,11 @@ class child_run {
   clock::time_point give_up_at_{};
   bool kill_sent_ = false;
   bool settled_ = false;
+  /// How long members on their way out may take to finish exiting before a
+  /// run settles without them (a process tearing down a large address
+  /// space, say); they are not leftovers either way.
+  static constexpr std::chrono::milliseconds exit_wait{1000};
+  std::optional<clock::time_point> exit_wait_until_;
 };
 
 }  // namespace bashexec::detail

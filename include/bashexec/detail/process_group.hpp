@@ -1,6 +1,10 @@
 // detail/process_group: signalling a child's whole process group and telling
-// whether any live member is left (zombies do not count: an init that does
-// not reap orphans must not make a kill wait forever).
+// what is left of it, from the kernel's own facts in /proc/<pid>/stat.
+// A zombie ('Z'/'X') is gone: an init that does not reap orphans must not
+// make a kill wait forever. A live member is either running or exiting:
+// PF_EXITING is set when it begins do_exit, before it closes its files — our
+// pipes' end of file — a moment before it turns zombie. Seen in that moment
+// it is on its way out by itself, not a leftover to kill.
 #pragma once
 
 #include <cerrno>
@@ -19,8 +23,44 @@ namespace bashexec::detail {
 /// Signals every member of group `pgid`; ESRCH (already empty) is fine.
 inline void signal_group(pid_t pgid, int signo) noexcept { ::kill(-pgid, signo); }
 
-/// Reads field 3 (state) and 5 (pgrp) of /proc/<pid>/stat.
-inline bool stat_member(const char* pid_name, pid_t pgid, bool& alive) noexcept {
+/// PF_EXITING from the kernel's <linux/sched.h>: set at the start of do_exit,
+/// before the process closes its files; it never clears.
+inline constexpr unsigned long pf_exiting = 0x00000004;
+
+/// The facts of /proc/<pid>/stat the leftover rule needs.
+struct member_stat {
+  char state = 0;
+  pid_t pgrp = 0;
+  unsigned long flags = 0;
+
+  bool zombie() const noexcept { return state == 'Z' || state == 'X'; }
+  /// Not a zombie, and not on its way out.
+  bool running() const noexcept { return !zombie() && (flags & pf_exiting) == 0; }
+  /// Not a zombie yet, but on its way out.
+  bool exiting() const noexcept { return !zombie() && (flags & pf_exiting) != 0; }
+};
+
+/// What is left of a group of processes: members still running, members
+/// on their way out (zombies are not counted).
+struct member_census {
+  bool running = false;
+  bool exiting = false;
+
+  bool any_live() const noexcept { return running || exiting; }
+  void add(const member_stat& st) noexcept {
+    running = running || st.running();
+    exiting = exiting || st.exiting();
+  }
+  member_census& operator|=(const member_census& other) noexcept {
+    running = running || other.running;
+    exiting = exiting || other.exiting;
+    return *this;
+  }
+};
+
+/// Reads fields 3 (state), 5 (pgrp) and 9 (flags) of /proc/<pid_name>/stat;
+/// false when the process is gone or the file cannot be parsed.
+inline bool read_member_stat(const char* pid_name, member_stat& out) noexcept {
   char path[sizeof "/proc//stat" + sizeof(dirent::d_name)];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid_name);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -34,29 +74,45 @@ inline bool stat_member(const char* pid_name, pid_t pgid, bool& alive) noexcept 
   const char* p = std::strrchr(buf, ')');
   if (!p) return false;
   char state = 0;
-  int ppid = 0, pgrp = 0;
-  if (std::sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return false;
-  if (pgrp != pgid) return false;
-  alive = state != 'Z' && state != 'X';
+  int ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+  unsigned long flags = 0;
+  if (std::sscanf(p + 1, " %c %d %d %d %d %d %lu", &state, &ppid, &pgrp, &session, &tty, &tpgid, &flags) != 7)
+    return false;
+  out = {state, static_cast<pid_t>(pgrp), flags};
   return true;
 }
 
-/// True while group `pgid` has a member that is not a zombie.
-inline bool group_has_live_members(pid_t pgid) noexcept {
-  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+/// Adds process `pid` (when it still exists) to `census`.
+inline void count_process(pid_t pid, member_census& census) noexcept {
+  char name[24];
+  std::snprintf(name, sizeof name, "%d", static_cast<int>(pid));
+  member_stat st;
+  if (read_member_stat(name, st)) census.add(st);
+}
+
+/// The members of group `pgid`; the scan stops at the first running one.
+inline member_census census_group(pid_t pgid) noexcept {
+  member_census census;
+  if (::kill(-pgid, 0) != 0 && errno == ESRCH) return census;
   DIR* dir = ::opendir("/proc");
-  if (!dir) return true;  // cannot tell: assume alive, the caller bounds the wait
-  bool any_alive = false;
+  if (!dir) {
+    census.running = true;  // cannot tell: assume alive, the caller bounds the wait
+    return census;
+  }
   while (dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    bool alive = false;
-    if (stat_member(entry->d_name, pgid, alive) && alive) {
-      any_alive = true;
-      break;
+    member_stat st;
+    if (read_member_stat(entry->d_name, st) && st.pgrp == pgid) {
+      census.add(st);
+      if (census.running) break;
     }
   }
   ::closedir(dir);
-  return any_alive;
+  return census;
 }
+
+/// True while group `pgid` has a member that is not a zombie (running or
+/// exiting: a kill is over once every member is a zombie or gone).
+inline bool group_has_live_members(pid_t pgid) noexcept { return census_group(pgid).any_live(); }
 
 }  // namespace bashexec::detail

@@ -4,6 +4,15 @@
 //
 // Threading: `add` and `wake` may be called from any thread; every client
 // callback runs on the reactor thread; clients lock their own state.
+//
+// Lifetime: a client may be destroyed once its `on_settled` has begun (the
+// executor forgets settled tasks). epoll reports events per open file
+// description, and a description outlives our close while a child being
+// spawned holds a copy of the descriptor table — so an event can arrive for
+// a descriptor we closed, of a client that no longer exists. Events
+// therefore carry a slot token (index and generation), not a pointer; a
+// settled client's slots are released before `on_settled`, and an event
+// whose slot was released is dropped.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <csignal>
@@ -44,11 +54,8 @@ class reactor {
 
    private:
     friend class reactor;
-    struct watch {
-      client* owner;
-      child_source source;
-    };
-    std::array<watch, 4> watches_{};
+    static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
+    std::array<std::uint32_t, 4> slots_{no_slot, no_slot, no_slot, no_slot};
   };
 
   reactor() = default;
@@ -69,18 +76,19 @@ class reactor {
   void add(client& c) {
     std::lock_guard lock(mutex_);
     start_locked();
-    constexpr child_source sources[] = {child_source::out, child_source::err, child_source::in, child_source::exit};
     for (std::size_t i = 0; i < 4; ++i) {
-      c.watches_[i] = {&c, sources[i]};
       int fd = c.fd(sources[i]);
       if (fd < 0) continue;
+      const std::uint32_t index = acquire_slot(c, sources[i]);
+      c.slots_[i] = index;
       epoll_event ev{};
       ev.events = sources[i] == child_source::in ? EPOLLOUT : EPOLLIN;
-      ev.data.ptr = &c.watches_[i];
+      ev.data.u64 = token(index);
       if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
         const int error = errno;
         for (std::size_t j = 0; j < i; ++j)
           if (int added = c.fd(sources[j]); added >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, added, nullptr);
+        release_slots_locked(c);
         throw_syscall("epoll_ctl", error);
       }
     }
@@ -106,6 +114,45 @@ class reactor {
   }
 
  private:
+  static constexpr child_source sources[] = {child_source::out, child_source::err, child_source::in,
+                                            child_source::exit};
+  static constexpr std::uint64_t wake_token = std::numeric_limits<std::uint64_t>::max();
+
+  /// Who a registration belongs to; `generation` changes when it is released.
+  struct slot {
+    client* owner = nullptr;
+    child_source source = child_source::out;
+    std::uint32_t generation = 0;
+  };
+
+  std::uint64_t token(std::uint32_t index) const {
+    return (std::uint64_t{slots_[index].generation} << 32) | index;
+  }
+
+  std::uint32_t acquire_slot(client& c, child_source source) {
+    std::uint32_t index;
+    if (!free_slots_.empty()) {
+      index = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      index = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    slots_[index].owner = &c;
+    slots_[index].source = source;
+    return index;
+  }
+
+  void release_slots_locked(client& c) {
+    for (auto& index : c.slots_) {
+      if (index == client::no_slot) continue;
+      slots_[index].owner = nullptr;
+      ++slots_[index].generation;
+      free_slots_.push_back(index);
+      index = client::no_slot;
+    }
+  }
+
   void start_locked() {
     if (thread_.joinable()) return;
     epoll_ = unique_fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -114,7 +161,7 @@ class reactor {
     if (!wake_) throw_syscall("eventfd");
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.ptr = nullptr;
+    ev.data.u64 = wake_token;
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) throw_syscall("epoll_ctl");
     // The thread inherits this mask: the host's signals are never delivered
     // to the reactor (and a SIGPIPE from a stdin write stays contained).
@@ -134,6 +181,7 @@ class reactor {
     std::vector<client*> clients;
     std::vector<char> scratch(1 << 16);
     std::array<epoll_event, 256> events;
+    std::vector<std::pair<client*, child_source>> ready;
     for (;;) {
       {
         std::lock_guard lock(mutex_);
@@ -142,8 +190,12 @@ class reactor {
       }
       // Before blocking: a client can settle on events that arrived before it
       // joined `clients`; with its fds closed nothing would wake us for it.
-      std::erase_if(clients, [](client* c) {
+      std::erase_if(clients, [this](client* c) {
         if (!c->settled()) return false;
+        {
+          std::lock_guard lock(mutex_);
+          release_slots_locked(*c);  // from here on `c` may be destroyed by anyone
+        }
         c->on_settled();
         return true;
       });
@@ -162,16 +214,28 @@ class reactor {
       int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
       if (n < 0 && errno != EINTR) throw_syscall("epoll_wait");  // terminates: a broken epoll is fatal
       const auto after = clock::now();
-      for (int i = 0; i < n; ++i) {
-        auto* w = static_cast<client::watch*>(events[i].data.ptr);
-        if (w == nullptr) {
-          std::uint64_t count;
-          [[maybe_unused]] auto r = ::read(wake_.get(), &count, sizeof count);
-          continue;
+      ready.clear();
+      {
+        std::lock_guard lock(mutex_);
+        for (int i = 0; i < n; ++i) {
+          const std::uint64_t t = events[i].data.u64;
+          if (t == wake_token) {
+            std::uint64_t count;
+            [[maybe_unused]] auto r = ::read(wake_.get(), &count, sizeof count);
+            continue;
+          }
+          const auto index = static_cast<std::uint32_t>(t);
+          if (index >= slots_.size() || slots_[index].generation != static_cast<std::uint32_t>(t >> 32) ||
+              slots_[index].owner == nullptr)
+            continue;  // released: its client settled, and may be gone
+          ready.emplace_back(slots_[index].owner, slots_[index].source);
         }
+      }
+      // Only this thread releases slots, so every client in `ready` lives on.
+      for (auto [owner, source] : ready) {
         // A stale event for a descriptor closed earlier in this batch.
-        if (w->owner->fd(w->source) < 0) continue;
-        w->owner->on_event(w->source, scratch.data(), scratch.size(), after);
+        if (owner->fd(source) < 0) continue;
+        owner->on_event(source, scratch.data(), scratch.size(), after);
       }
       for (client* c : clients) {
         auto at = c->deadline();
@@ -185,6 +249,8 @@ class reactor {
   unique_fd epoll_;
   unique_fd wake_;
   std::vector<client*> pending_;
+  std::vector<slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
   bool stopping_ = false;
 };
 

@@ -137,6 +137,19 @@ class spill_directory {
     settled_.push_back({file, bytes});
   }
 
+  /// The retention policy forgot the task that owned `file` (a settled
+  /// spill file, or one the budget removed already): remove it and free its
+  /// share of the budget.
+  void forget(const std::filesystem::path& file) {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(settled_.begin(), settled_.end(), [&](const entry& e) { return e.path == file; });
+    if (it == settled_.end()) return;  // removed earlier to make room
+    std::error_code ignored;
+    std::filesystem::remove(it->path, ignored);
+    total_ -= std::min(total_, it->bytes);
+    settled_.erase(it);
+  }
+
   /// The directory, or empty when no spill file was ever needed.
   std::filesystem::path path() const {
     std::lock_guard lock(mutex_);

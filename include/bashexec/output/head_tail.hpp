@@ -46,7 +46,10 @@ struct head_tail {
 
     std::optional<std::filesystem::path> spill_path() const { return tail_.spill_path(); }
 
+    std::uint64_t held_bytes() const { return head_.capacity() + tail_.held_bytes(); }
+
     collected_output finish() {
+      head_.shrink_to_fit();
       const std::uint64_t total = tail_.total();
       collected_output tail = tail_.finish();
       if (total <= head_.size() + tail.text.size()) {

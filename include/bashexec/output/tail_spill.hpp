@@ -51,8 +51,13 @@ struct tail_spill {
 
     std::optional<std::filesystem::path> spill_path() const { return spill_.path(); }
 
+    std::uint64_t held_bytes() const { return ring_.capacity(); }
+
     collected_output finish() {
       spill_.close();
+      // Growth may have left the ring up to twice the cap; a settled task
+      // keeps its tail for a long time, so keep only what it holds.
+      ring_.shrink_to_fit();
       return {tail_from(0), spilled_, spill_.path()};
     }
 

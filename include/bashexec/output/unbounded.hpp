@@ -24,6 +24,7 @@ struct unbounded {
       return {text_.substr(static_cast<std::size_t>(offset)), offset, false};
     }
     std::optional<std::filesystem::path> spill_path() const { return std::nullopt; }
+    std::uint64_t held_bytes() const { return text_.capacity(); }
     collected_output finish() { return {text_, false, std::nullopt}; }
 
    private:
