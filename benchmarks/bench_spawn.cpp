@@ -28,6 +28,9 @@
 #define BASHEXEC_BENCH_HAS_BWRAP 1
 #endif
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "bench_common.hpp"
@@ -104,8 +107,12 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
 
 /// run("true") of the default fork_exec executor (automatic containment:
 /// a reused per-spawn cgroup here) against the same executor with
-/// process_group containment, alternating inside each iteration.
-void containment_case(benchmark::State& state) {
+/// process_group containment, alternating inside each iteration. `gap`:
+/// idle time before each call, outside the timed region — an agent's calls
+/// are seconds apart, and joining a cgroup (a write to cgroup.procs) takes
+/// the kernel's cgroup_threadgroup_rwsem for writing, whose first writer
+/// after a quiet spell waits out an RCU grace period (rcu_sync).
+void containment_case(benchmark::State& state, std::chrono::milliseconds gap) {
   using fork_policies = bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>>;
   double group_s = 0, subject_s = 0;
   std::uint64_t n = 0;
@@ -125,13 +132,20 @@ void containment_case(benchmark::State& state) {
     run_true(subject, subject_spec);
     run_true(group, group_spec);
     static unsigned rotation = 0;
+    auto idle = [gap] {
+      if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    };
     for (auto _ : state) {
       double g = 0, t = 0;
       if (rotation++ % 2 == 0) {
+        idle();
         g = run_true(group, group_spec);
+        idle();
         t = run_true(subject, subject_spec);
       } else {
+        idle();
         t = run_true(subject, subject_spec);
+        idle();
         g = run_true(group, group_spec);
       }
       group_s += g;
@@ -164,10 +178,16 @@ void register_spawn() {
   add("spawn/true/posix_spawn", spawn_case<policies<>>, std::nullopt, 150);
 #ifdef BASHEXEC_BENCH_HAS_FORK_EXEC
   add("spawn/true/fork_exec", spawn_case<policies<spawn_with<fork_exec>>>, std::nullopt, 150);
-  benchmark::RegisterBenchmark("spawn/true/fork_exec:automatic_vs_process_group", containment_case)
+  benchmark::RegisterBenchmark("spawn/true/fork_exec:automatic_vs_process_group", containment_case,
+                               std::chrono::milliseconds(0))
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(300);
+  benchmark::RegisterBenchmark("spawn/true/fork_exec:automatic_vs_process_group,50ms_apart", containment_case,
+                               std::chrono::milliseconds(50))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(60);
 #endif
 #ifdef BASHEXEC_BENCH_HAS_LANDLOCK
   using landlock_policies = policies<spawn_with<fork_exec>, confine_with<landlock>>;

@@ -603,6 +603,35 @@ TEST_CASE("containment: SIGKILL of the executor's process kills its contained co
 }
 #endif
 
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("containment: SIGKILL of bashexec run leaves none of its command's escapees (sandboxed default mode)",
+          "[containment][default][cli]") {
+  SKIP_UNLESS(cgroup_missing());
+  const std::string marker = fresh_marker();
+  const std::string command = "export M=" + marker +
+                              "; setsid bash -c 'exec -a \"$M-x\" sleep 300' </dev/null >/dev/null 2>&1 &\n"
+                              " sleep 300";
+  const char* argv[] = {BASHEXEC_CLI_PATH, "run", "--", command.c_str(), nullptr};
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t cli = -1;
+  const int rc = ::posix_spawn(&cli, argv[0], &actions, nullptr, const_cast<char* const*>(argv), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  const bool running = eventually([&] { return !marked(marker + "-x").empty(); }, 30s);
+  ::kill(cli, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(cli, &status, 0) == cli);
+  if (!running) {
+    WARN("skipped: the command did not start under bashexec run here (no usable sandbox?)");
+    return;
+  }
+  CHECK(eventually([&] { return marked(marker + "-x").empty(); }, 10s));
+}
+#endif
+
 TEST_CASE("containment: the guardian lives outside the cgroup it kills, in its own session, and goes with the executor",
           "[containment][default]") {
   SKIP_UNLESS(cgroup_missing());
