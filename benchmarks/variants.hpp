@@ -36,13 +36,14 @@ struct chunk_tail {
 
   class collector {
    public:
-    collector(std::size_t cap, bashexec::detail::spill_directory& spills) : cap_(cap), spills_(&spills) {}
+    collector(std::size_t cap, bashexec::detail::spill_directory& spills, bashexec::output_stream stream)
+        : cap_(cap), spills_(&spills), stream_(stream) {}
 
     void append(const char* data, std::size_t size) {
       if (size == 0) return;
       if (!spilled_ && total_ + size > cap_) {
         spilled_ = true;
-        spill_.open(*spills_);
+        spill_.open(*spills_, bashexec::to_string(stream_));
         for (const auto& c : chunks_) spill_.write(c.data(), c.size());
       }
       if (spilled_) spill_.write(data, size);
@@ -103,6 +104,7 @@ struct chunk_tail {
 
     std::size_t cap_;
     bashexec::detail::spill_directory* spills_;
+    bashexec::output_stream stream_;
     std::deque<std::string> chunks_;
     std::size_t held_ = 0;
     std::uint64_t total_ = 0;
@@ -126,7 +128,7 @@ struct loop_outcome {
 class raw_spill {
  public:
   explicit raw_spill(bashexec::detail::spill_directory& dir) {
-    auto [fd, path] = dir.create_file();
+    auto [fd, path] = dir.create_file("stdout");
     write_ = std::move(fd);
     read_ = bashexec::detail::unique_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   }
@@ -157,7 +159,8 @@ class raw_spill {
 /// The shipped read path: read() 64 KiB at a time into tail_spill::collector.
 class read_ring_loop {
  public:
-  read_ring_loop(std::size_t cap, bashexec::detail::spill_directory& dir) : c_(cap, dir) {}
+  read_ring_loop(std::size_t cap, bashexec::detail::spill_directory& dir)
+      : c_(cap, dir, bashexec::output_stream::out) {}
   // >0 bytes taken, 0 at EOF, <0 with errno.
   ssize_t take(int fd, char* scratch, std::size_t size) {
     ssize_t n = ::read(fd, scratch, size);

@@ -562,3 +562,70 @@ TEST_CASE("contract 5: spill files never hold more than the budget; the oldest s
     on_disk += entry.file_size();
   CHECK(on_disk <= config.spill_budget_bytes);
 }
+
+TEST_CASE("contract 2/9: start with a stop already requested throws, spawns nothing and uses no id",
+          "[background][contract-9][contract-2]") {
+  local_executor executor(fast_config());
+  test_support::temp_dir dir;
+  std::stop_source stop;
+  stop.request_stop();
+  const auto marker = dir.path() / "ran";
+  auto spec = executor.resolve({.command = "touch " + marker.string(), .stop = stop.get_token()});
+  CHECK_THROWS_AS(executor.start(spec), infrastructure_error);
+  CHECK(executor.list().empty());
+  std::this_thread::sleep_for(100ms);  // a command that was spawned anyway would have touched it by now
+  CHECK_FALSE(std::filesystem::exists(marker));
+  CHECK(start(executor, "true") == task_id("bash-1"));
+  executor.wait(task_id("bash-1"));
+}
+
+TEST_CASE("contract 9: a stop requested after start kills the task, which settles as killed",
+          "[background][contract-9][contract-4]") {
+  local_executor executor(fast_config());
+  std::stop_source stop;
+
+  SECTION("a plain command gets SIGTERM") {
+    auto id = executor.start(executor.resolve({.command = "sleep 60", .stop = stop.get_token()}));
+    CHECK(executor.get(id).status == task_status::running);
+    const auto begin = steady::now();
+    stop.request_stop();
+    auto settled = executor.wait_for(id, 10s);
+    REQUIRE(settled.has_value());
+    CHECK(ms_since(begin) < 5000);
+    CHECK(settled->status == task_status::killed);
+    REQUIRE(settled->signal.has_value());
+    CHECK(signal_name(*settled->signal) == "SIGTERM");
+    CHECK_FALSE(executor.kill(id));
+  }
+  SECTION("a TERM-trapping command gets SIGKILL after the grace") {
+    auto id = executor.start(executor.resolve({.command = "trap '' TERM; sleep 60",
+                                               .stop = stop.get_token()}));
+    std::this_thread::sleep_for(100ms);  // let the shell install its trap
+    std::jthread requester([&] { stop.request_stop(); });  // any thread may request it
+    requester.join();
+    auto settled = executor.wait_for(id, 10s);
+    REQUIRE(settled.has_value());
+    CHECK(settled->status == task_status::killed);
+    REQUIRE(settled->signal.has_value());
+    CHECK(signal_name(*settled->signal) == "SIGKILL");
+  }
+  SECTION("a stop after the task finished changes nothing") {
+    auto id = executor.start(executor.resolve({.command = "exit 3", .stop = stop.get_token()}));
+    executor.wait(id);
+    stop.request_stop();
+    CHECK(executor.get(id).status == task_status::completed);
+    CHECK(executor.get(id).exit_code == 3);
+  }
+}
+
+TEST_CASE("contract 9/12: a stop requested after the executor is gone reaches nothing of it",
+          "[background][contract-9][contract-12]") {
+  std::stop_source stop;
+  {
+    local_executor executor(fast_config());
+    for (int i = 0; i < 5; ++i) executor.start(executor.resolve({.command = "sleep 60", .stop = stop.get_token()}));
+    executor.start(executor.resolve({.command = "true", .stop = stop.get_token()}));
+  }
+  stop.request_stop();  // the callbacks are gone with their tasks: no use after free
+  SUCCEED("request_stop after disposal returned");
+}

@@ -798,9 +798,9 @@ TEST_CASE("contract 19: an ownerless task is open to every session", "[tools][co
 
 TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
   auto executor = confining();
-  std::vector<std::pair<owner_token, std::string>> notices;
+  std::vector<std::pair<std::optional<owner_token>, std::string>> notices;
   {
-    bash_tools tools(executor, [&](const owner_token& owner, const std::string& notice) {
+    bash_tools tools(executor, [&](const std::optional<owner_token>& owner, const std::string& notice) {
       notices.emplace_back(owner, notice);
     });
     auto args = bash_args("touch x");
@@ -834,8 +834,8 @@ TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
 TEST_CASE("a task that settles before start returns still gets its notice", "[tools][notice]") {
   auto executor = unconfined();
   executor.settle_during_start = true;
-  std::vector<std::pair<owner_token, std::string>> notices;
-  bash_tools tools(executor, [&](const owner_token& owner, const std::string& notice) {
+  std::vector<std::pair<std::optional<owner_token>, std::string>> notices;
+  bash_tools tools(executor, [&](const std::optional<owner_token>& owner, const std::string& notice) {
     notices.emplace_back(owner, notice);
   });
   auto args = bash_args("true");
@@ -848,11 +848,80 @@ TEST_CASE("a task that settles before start returns still gets its notice", "[to
 
 TEST_CASE("a throwing notice callback breaks neither the task nor the call", "[tools][notice]") {
   auto executor = unconfined();
-  bash_tools tools(executor, [](const owner_token&, const std::string&) { throw std::runtime_error("harness"); });
+  bash_tools tools(executor, [](const std::optional<owner_token>&, const std::string&) { throw std::runtime_error("harness"); });
   auto args = bash_args();
   args["run_in_background"] = true;
   CHECK_FALSE(tools.call("bash", args, session()).is_error);
   CHECK_NOTHROW(executor.finish(task_id("bash-1"), 0));
   CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, session()).text ==
         "(no new output)\n[status: completed, exit code: 0]");
+}
+
+TEST_CASE("contract 18: a blank description and an empty task_id are rejected naming the field",
+          "[tools][validation]") {
+  auto executor = unconfined();
+  bash_tools tools(executor);
+  const auto context = session();
+  for (const char* blank : {"", " ", "\t\n "}) {
+    INFO("description \"" << blank << "\"");
+    CHECK(tools.call("bash", {{"command", "ls"}, {"description", blank}}, context) ==
+          tool_result{"field \"description\" must not be empty", true});
+  }
+  for (const char* tool : {"bash_output", "bash_kill"})
+    for (const char* blank : {"", "  "}) {
+      INFO(tool << " task_id \"" << blank << "\"");
+      CHECK(tools.call(tool, {{"task_id", blank}}, context) ==
+            tool_result{"field \"task_id\" must not be empty", true});
+    }
+  CHECK(executor.requests.empty());
+}
+
+TEST_CASE("contract 11/19: an empty session id is an owner like any other", "[tools][contract-19][contract-11]") {
+  auto executor = unconfined();
+  bash_tools tools(executor);
+  auto args = bash_args("sleep 100");
+  args["run_in_background"] = true;
+  CHECK(tools.call("bash", args, session("")) == tool_result{"started background task bash-1", false});
+  REQUIRE(executor.requests.back().owner.has_value());
+  CHECK(executor.requests.back().owner == owner_token(""));
+
+  const tool_result fenced{"task bash-1 belongs to another session", true};
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, session("s1")) == fenced);
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-1"}}, session("s1")) == fenced);
+  // The ownerless caller is not the "" session either.
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, call_context{}) == fenced);
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-1"}}, call_context{}) == fenced);
+  CHECK(executor.tasks["bash-1"].snapshot.status == task_status::running);
+
+  // The "" session reaches its own task, and its notice goes to "".
+  CHECK_FALSE(tools.call("bash_output", {{"task_id", "bash-1"}}, session("")).is_error);
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-1"}}, session("")) == tool_result{"killed task bash-1", false});
+
+  // ... while a task of "s1" is fenced off from "".
+  tools.call("bash", args, session("s1"));
+  CHECK(tools.call("bash_output", {{"task_id", "bash-2"}}, session("")) ==
+        tool_result{"task bash-2 belongs to another session", true});
+
+  // Ownerless is its own spelling: no session at all.
+  tools.call("bash", args, call_context{});
+  CHECK_FALSE(executor.requests.back().owner.has_value());
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-3"}}, session("")) == tool_result{"killed task bash-3", false});
+}
+
+TEST_CASE("contract 11: notices go to the empty session as to any other, and say when a task is ownerless",
+          "[tools][notice][contract-11]") {
+  auto executor = unconfined();
+  std::vector<std::optional<owner_token>> owners;
+  bash_tools tools(executor, [&](const std::optional<owner_token>& owner, const std::string&) {
+    owners.push_back(owner);
+  });
+  auto args = bash_args("true");
+  args["run_in_background"] = true;
+  tools.call("bash", args, session(""));
+  tools.call("bash", args, call_context{});
+  tools.call("bash", args, session("s1"));
+  executor.finish(task_id("bash-1"), 0);
+  executor.finish(task_id("bash-2"), 0);
+  executor.finish(task_id("bash-3"), 0);
+  CHECK(owners == std::vector<std::optional<owner_token>>{owner_token(""), std::nullopt, owner_token("s1")});
 }

@@ -385,3 +385,78 @@ TEST_CASE("bashexec serve --approve ask asks on its output and waits for the ans
   CHECK(ran["text"] == "wrote\n");
   CHECK(std::filesystem::exists(workspace.path() / "granted.txt"));
 }
+
+TEST_CASE("bashexec serve rejects a blank description and an empty task_id, naming the field",
+          "[cli][serve][contract-18]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  server.send({{"id", 1},
+               {"session", "s1"},
+               {"tool", "bash"},
+               {"args", {{"command", "touch ran"}, {"description", "  "}}}});
+  CHECK(server.reply_to(1) == json{{"id", 1}, {"text", "field \"description\" must not be empty"}, {"is_error", true}});
+  CHECK_FALSE(std::filesystem::exists(workspace.path() / "ran"));
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", ""}}}});
+  CHECK(server.reply_to(2) == json{{"id", 2}, {"text", "field \"task_id\" must not be empty"}, {"is_error", true}});
+  server.send({{"id", 3}, {"session", "s1"}, {"tool", "bash_kill"}, {"args", {{"task_id", ""}}}});
+  CHECK(server.reply_to(3) == json{{"id", 3}, {"text", "field \"task_id\" must not be empty"}, {"is_error", true}});
+}
+
+TEST_CASE("bashexec serve: the empty session id is an owner like any other, an absent or null session is ownerless",
+          "[cli][serve][contract-11][contract-19]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  const json fenced = "task bash-1 belongs to another session";
+
+  server.send(bash_call(1, "", "sleep 30", true));
+  CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(2)["text"] == fenced);
+  server.send({{"id", 3}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(3)["text"] == fenced);
+  server.send({{"id", 4}, {"session", nullptr}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(4)["text"] == fenced);
+  server.send({{"id", 5}, {"session", ""}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(server.reply_to(5)["text"] == "killed task bash-1");
+  auto owned_notice = server.next([](const json& j) { return j.contains("notice"); });
+  CHECK(owned_notice["session"] == "");
+
+  // No session member (or null): the task is ownerless and open to all.
+  json args{{"command", "sleep 30"}, {"description", "test"}, {"run_in_background", true}};
+  server.send({{"id", 6}, {"tool", "bash"}, {"args", args}});
+  CHECK(server.reply_to(6)["text"] == "started background task bash-2");
+  server.send({{"id", 7}, {"session", "s1"}, {"tool", "bash_kill"}, {"args", {{"task_id", "bash-2"}}}});
+  CHECK(server.reply_to(7)["text"] == "killed task bash-2");
+  auto ownerless_notice = server.next([](const json& j) { return j.contains("notice"); });
+  REQUIRE(ownerless_notice.contains("session"));
+  CHECK(ownerless_notice["session"].is_null());
+
+  server.send({{"id", 8}, {"session", 5}, {"tool", "bash"}, {"args", args}});
+  CHECK(server.reply_to(8)["is_error"] == true);
+}
+
+TEST_CASE("bashexec serve: the lossy line lists the spill paths, each usable as it stands",
+          "[cli][serve][contract-20][contract-6]") {
+  test_support::temp_dir workspace;
+  server_process server({"--unconfined", "--workdir", workspace.path().string()});
+  server.send(bash_call(1, "s1", "seq 20000; seq 30000 >&2", true));
+  CHECK(server.reply_to(1)["text"] == "started background task bash-1");
+  server.next([](const json& j) { return j.contains("notice"); });
+  server.send({{"id", 2}, {"session", "s1"}, {"tool", "bash_output"}, {"args", {{"task_id", "bash-1"}}}});
+  const std::string text = server.reply_to(2)["text"];
+  const std::string head = "[some output was dropped from memory; full output: ";
+  const auto at = text.find(head);
+  REQUIRE(at != std::string::npos);
+  const auto end = text.find("]\n", at);
+  REQUIRE(end != std::string::npos);
+  const std::string listed = text.substr(at + head.size(), end - at - head.size());
+  const auto comma = listed.find(", ");
+  REQUIRE(comma != std::string::npos);
+  const std::filesystem::path out = listed.substr(0, comma), err = listed.substr(comma + 2);
+  CHECK_THAT(out.filename().string(), Catch::EndsWith("-stdout"));
+  CHECK_THAT(err.filename().string(), Catch::EndsWith("-stderr"));
+  REQUIRE(std::filesystem::exists(out));
+  REQUIRE(std::filesystem::exists(err));
+  CHECK(std::filesystem::file_size(out) == 108894u);  // seq 20000 | wc -c
+  CHECK(std::filesystem::file_size(err) == 168894u);  // seq 30000 | wc -c
+}

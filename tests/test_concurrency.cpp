@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -108,4 +109,41 @@ TEST_CASE("contract 9: kills from one thread release waiters blocked in other th
   CHECK(released.load() == 4);
   executor.reset();
   CHECK(test_support::children_of_self().empty());
+}
+
+TEST_CASE("contract 9/12: stop requests racing with starts and with disposal neither crash nor deadlock",
+          "[background][concurrency][contract-9][contract-12]") {
+  for (int round = 0; round < 20; ++round) {
+    INFO("round " << round);
+    std::stop_source stop;
+    auto executor = std::make_unique<local_executor>(test_support::fast_config());
+    std::vector<task_id> started;
+    std::thread starter([&] {
+      for (int i = 0; i < 5; ++i) {
+        try {
+          started.push_back(executor->start(executor->resolve({.command = "sleep 60", .stop = stop.get_token()})));
+        } catch (const infrastructure_error&) {
+          // The stop was already requested: refused, nothing spawned (contract 2).
+        }
+      }
+    });
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(round * 250));
+      stop.request_stop();  // runs the tasks' stop callbacks on this thread
+    });
+    starter.join();
+    if (round % 2 == 0) {
+      // Every task the stop reached settles killed.
+      stopper.join();
+      for (const auto& id : started) {
+        auto settled = executor->wait_for(id, 10s);
+        REQUIRE(settled.has_value());
+        CHECK(settled->status == task_status::killed);
+      }
+      executor.reset();
+    } else {
+      executor.reset();  // disposal racing the stop callbacks
+      stopper.join();
+    }
+  }
 }

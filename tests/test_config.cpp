@@ -122,7 +122,9 @@ TEST_CASE("contract 1: configured defaults replace the built-in ones", "[config]
 
 TEST_CASE("contract 1: an output cap of a few bytes is legitimate and keeps the tail",
           "[config][contract-1][contract-5]") {
-  local_executor executor(test_support::fast_config());
+  executor_config config = test_support::fast_config();
+  config.output_cap = 3;  // stderr's cap: stdout_max_bytes governs stdout only
+  local_executor executor(config);
   auto result = executor.run(executor.resolve({.command = "printf 'abcdefghij'; printf '0123456789' >&2",
                                                .stdout_max_bytes = 3}));
   CHECK(result.exit_code == 0);
@@ -144,4 +146,38 @@ TEST_CASE("contract 1: durations past INT_MAX milliseconds are rejected, naming 
   config = executor_config{};
   config.kill_grace = std::chrono::milliseconds::max();
   CHECK_THROWS_WITH(validate(config), Catch::Contains("kill_grace"));
+}
+
+TEST_CASE("contract 16: a blank runner failure signature is rejected at construction, naming the field",
+          "[config][contract-16]") {
+  for (const std::string blank : {"", " ", " \t\n"}) {
+    INFO("signature \"" << blank << "\"");
+    executor_config config;
+    config.sandbox.runner_argv = {"/usr/bin/bwrap"};
+    config.sandbox.runner_failure_signatures = {"bwrap: ", blank};
+    CHECK_THAT(invalid_argument_message([&] { local_executor executor(config); }),
+               Catch::Contains("sandbox.runner_failure_signatures"));
+    CHECK_THAT(invalid_argument_message([&] { validate(config); }), Catch::Contains("blank"));
+  }
+}
+
+TEST_CASE("contract 1: a sandbox mode outside the ladder is rejected at construction, naming the field",
+          "[config][contract-1]") {
+  executor_config config;
+  config.sandbox.default_mode = static_cast<sandbox_mode>(7);
+  const std::string message = invalid_argument_message([&] { local_executor executor(config); });
+  CHECK_THAT(message, Catch::Contains("sandbox.default_mode"));
+  CHECK_THAT(message, Catch::Contains("7"));
+  config.sandbox.default_mode = static_cast<sandbox_mode>(-1);
+  CHECK_THAT(invalid_argument_message([&] { local_executor executor(config); }),
+             Catch::Contains("sandbox.default_mode"));
+  for (auto mode : sandbox_modes) {
+    config.sandbox.default_mode = mode;
+    CHECK(invalid_argument_message([&] { local_executor executor(config); }).empty());
+  }
+  // A request carrying one is refused by resolve, naming the field.
+  local_executor executor;
+  CHECK_THAT(invalid_argument_message(
+                 [&] { (void)executor.resolve({.command = "true", .mode = static_cast<sandbox_mode>(7)}); }),
+             Catch::Contains("mode"));
 }

@@ -1109,26 +1109,34 @@ TEST_CASE("runner_command: runner failures are recognised by configured signatur
   CHECK(policy.is_denial("x: Permission denied"));
 }
 
-TEST_CASE("runner_command: a signature counts only at the start of the first non-empty stderr line, so a command "
-          "that prints one later is not a runner failure (contract 16)",
+TEST_CASE("runner_command: a signature counts anywhere in the runner's combined output, ignoring case "
+          "(contract 16)",
           "[runner_command]") {
   executor_config config;
   config.sandbox.runner_argv = {"/usr/local/bin/myrunner"};
   config.sandbox.runner_failure_signatures = {"bwrap: "};
   runner_command policy(config);
   confined_launch launch;
-  CHECK_FALSE(policy.runner_failure(launch, "compiling\nerror: see bwrap: docs\n"));
-  CHECK_FALSE(policy.runner_failure(launch, "error: see bwrap: docs\n"));
-  CHECK_FALSE(policy.runner_failure(launch, "warning: x\nbwrap: setting up uid map: Permission denied\n"));
+  // The reason is the runner's first stderr line, wherever the signature was.
+  CHECK(policy.runner_failure(launch, "compiling\nerror: see BWRAP: docs\n") == "compiling");
+  CHECK(policy.runner_failure(launch, "error: see bwrap: docs\n") == "error: see bwrap: docs");
+  CHECK(policy.runner_failure(launch, "warning: x\nbwrap: setting up uid map: Permission denied\n") ==
+        "warning: x");
   CHECK(policy.runner_failure(launch, "\n  \nBWRAP: setting up uid map: Permission denied\nmore\n") ==
         "BWRAP: setting up uid map: Permission denied");
+  // On stdout too; with a silent stderr the reason is the line that matched.
+  CHECK(policy.runner_failure(launch, "", "starting\nBwrap: no user namespaces\n") == "Bwrap: no user namespaces");
+  CHECK(policy.runner_failure(launch, "oops\n", "bwrap: no user namespaces\n") == "oops");
   CHECK_FALSE(policy.runner_failure(launch, ""));
-  // The shell's launch-failure shapes follow the same rule.
+  CHECK_FALSE(policy.runner_failure(launch, "", ""));
+  CHECK_FALSE(policy.runner_failure(launch, "bwrap:no space\n", "b w r a p: \n"));
+  // The shell's launch-failure shapes are not signatures: they count only on
+  // the first stderr line and only naming the runner.
   CHECK_FALSE(policy.runner_failure(launch, "running\nbash: /usr/local/bin/myrunner: No such file or directory\n"));
 }
 
-TEST_CASE("runner_command: a real command printing a signature after other output and exiting 1 is the command's "
-          "own failure; a runner whose first stderr line starts with it is a runner failure (contract 16)",
+TEST_CASE("runner_command: a real runner's signature is recognised on either stream, and a command that fails "
+          "without one is the command's own failure (contract 16)",
           "[runner_command]") {
   temp_dir dir{"/var/tmp"};
   // A runner that passes through to the command: skips its profile up to "--".
@@ -1150,10 +1158,14 @@ TEST_CASE("runner_command: a real command printing a signature after other outpu
   config.sandbox.runner_failure_signatures = {"bwrap: ", "myrunner: "};
   runner_command command_runs(config);
   auto [ran, ran_launch] = run_confined(command_runs, sandbox_mode::read_only, "/",
-                                        "echo building >&2; echo 'see bwrap: docs' >&2; exit 1");
+                                        "echo building >&2; echo 'cannot open x' >&2; exit 1");
   CHECK(ran.exit_code == 1);
-  CHECK(ran.err == "building\nsee bwrap: docs\n");
-  CHECK_FALSE(command_runs.runner_failure(ran_launch, ran.err));
+  CHECK(ran.err == "building\ncannot open x\n");
+  CHECK_FALSE(command_runs.runner_failure(ran_launch, ran.err, ran.out));
+  auto [said, said_launch] =
+      run_confined(command_runs, sandbox_mode::read_only, "/", "echo building >&2; echo 'MyRunner: no userns'; exit 1");
+  CHECK(said.exit_code == 1);
+  CHECK(command_runs.runner_failure(said_launch, said.err, said.out) == "building");
 
   config.sandbox.runner_argv = {broken.string()};
   runner_command runner_fails(config);
@@ -1204,7 +1216,7 @@ struct fake_backend {
     launch.info.level = enforcement::full;
     return launch;
   }
-  std::optional<std::string> runner_failure(confined_launch&, std::string_view err) const {
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view err, std::string_view = {}) const {
     if (err.find(name) != std::string_view::npos) return std::string(err);
     return std::nullopt;
   }

@@ -430,3 +430,59 @@ TEST_CASE("no zombie or live child of the test process remains after runs", "[fo
   CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
   CHECK(errno == ECHILD);
 }
+
+TEST_CASE("contract 1/5: stdout_max_bytes caps stdout only, stderr keeps the executor's output cap",
+          "[foreground][contract-1][contract-5]") {
+  executor_config config = fast_config();
+  config.output_cap = 100;
+  local_executor executor(config);
+  const std::string command = "head -c 1000 /dev/zero | tr '\\0' o; head -c 1000 /dev/zero | tr '\\0' e >&2";
+  auto spec = executor.resolve({.command = command, .stdout_max_bytes = 500});
+  CHECK(spec.stdout_max_bytes == 500u);
+
+  SECTION("a foreground run") {
+    auto result = executor.run(spec);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.text == std::string(500, 'o'));
+    CHECK(result.err.text == std::string(100, 'e'));
+    CHECK(result.out.truncated);
+    CHECK(result.err.truncated);
+  }
+  SECTION("a background task") {
+    auto id = executor.start(spec);
+    executor.wait(id);
+    auto read = executor.read_output(id);
+    CHECK(read.delta == std::string(500, 'o') + "\n[stderr]\n" + std::string(100, 'e'));
+    CHECK(read.lossy);
+  }
+}
+
+TEST_CASE("contract 5: spill files are named by their stream, unpredictably, 0600 in the private directory",
+          "[foreground][contract-5]") {
+  executor_config config = fast_config();
+  config.output_cap = 10;
+  local_executor executor(config);
+  auto run_once = [&] {
+    return executor.run(executor.resolve({.command = "seq 100; seq 100 >&2"}));
+  };
+  auto first = run_once();
+  auto second = run_once();
+  for (const auto* result : {&first, &second}) {
+    REQUIRE(result->out.spill_path.has_value());
+    REQUIRE(result->err.spill_path.has_value());
+    const std::string out_name = result->out.spill_path->filename().string();
+    const std::string err_name = result->err.spill_path->filename().string();
+    CHECK_THAT(out_name, Catch::EndsWith("-stdout"));
+    CHECK_THAT(err_name, Catch::EndsWith("-stderr"));
+    CHECK(result->out.spill_path->parent_path() == executor.spill_directory());
+    CHECK(result->err.spill_path->parent_path() == executor.spill_directory());
+    struct stat file {};
+    REQUIRE(::stat(result->out.spill_path->c_str(), &file) == 0);
+    CHECK((file.st_mode & 07777) == 0600);
+    CHECK(test_support::slurp(*result->out.spill_path) == test_support::slurp(*result->err.spill_path));
+  }
+  // The random part differs from file to file: a name is never guessable
+  // from another one.
+  CHECK(first.out.spill_path != second.out.spill_path);
+  CHECK(first.out.spill_path->filename().string().size() > std::string("spill--stdout").size() + 16);
+}

@@ -50,7 +50,7 @@ TEMPLATE_TEST_CASE("output laws: total counts every byte, incremental reads neve
   const unsigned seed = GENERATE(1u, 2u, 3u);
   CAPTURE(cap, seed, TestType::name);
   fixture f;
-  typename TestType::collector c(cap, f.spills);
+  typename TestType::collector c(cap, f.spills, output_stream::out);
   std::mt19937 gen(seed * 7919u + static_cast<unsigned>(cap));
   std::uniform_int_distribution<std::size_t> chunk(0, cap * 3 + 5);
   std::bernoulli_distribution read_now(0.3);
@@ -102,7 +102,7 @@ TEMPLATE_TEST_CASE("output laws: total counts every byte, incremental reads neve
 TEMPLATE_TEST_CASE("output laws: a stream that fits is whole, not truncated and never lossy",
                    "[output][laws][contract-5]", tail_spill, head_tail, unbounded) {
   fixture f;
-  typename TestType::collector c(100, f.spills);
+  typename TestType::collector c(100, f.spills, output_stream::out);
   c.append("hello ", 6);
   c.append("", 0);
   c.append("world", 5);
@@ -122,7 +122,7 @@ TEST_CASE("contract 5: tail_spill keeps exactly the last cap bytes and spills th
   const std::size_t cap = GENERATE(1, 3, 64, 4096, 64000);
   CAPTURE(cap);
   fixture f;
-  tail_spill::collector c(cap, f.spills);
+  tail_spill::collector c(cap, f.spills, output_stream::out);
   std::mt19937 gen(static_cast<unsigned>(cap));
   std::uniform_int_distribution<std::size_t> chunk(0, std::max<std::size_t>(cap * 2, 10));
   std::string stream;
@@ -152,7 +152,7 @@ TEST_CASE("contract 5: tail_spill keeps exactly the last cap bytes and spills th
 TEST_CASE("contract 5: a spill file is 0600 in a 0700 private directory with an unpredictable name",
           "[output][tail_spill][contract-5]") {
   fixture f;
-  tail_spill::collector a(4, f.spills), b(4, f.spills);
+  tail_spill::collector a(4, f.spills, output_stream::out), b(4, f.spills, output_stream::err);
   a.append("0123456789", 10);
   b.append("0123456789", 10);
   const auto pa = a.finish().spill_path, pb = b.finish().spill_path;
@@ -162,6 +162,9 @@ TEST_CASE("contract 5: a spill file is 0600 in a 0700 private directory with an 
   CHECK(pa->parent_path().parent_path() == f.parent.path());
   CHECK(pa->filename() != pb->filename());
   CHECK(pa->filename().string().size() >= 32);  // 128 random bits in hex
+  // Named by stream, so a bare path tells them apart (contract 20).
+  CHECK_THAT(pa->filename().string(), Catch::StartsWith("spill-") && Catch::EndsWith("-stdout"));
+  CHECK_THAT(pb->filename().string(), Catch::StartsWith("spill-") && Catch::EndsWith("-stderr"));
   struct stat file {}, dir {};
   REQUIRE(::lstat(pa->c_str(), &file) == 0);
   REQUIRE(::lstat(f.spills.path().c_str(), &dir) == 0);
@@ -178,7 +181,7 @@ TEST_CASE("contract 5: the spill directory is removed with its owner unless kept
   const bool keep = GENERATE(false, true);
   {
     detail::spill_directory spills(parent.path(), 1 << 20, keep);
-    tail_spill::collector c(2, spills);
+    tail_spill::collector c(2, spills, output_stream::out);
     c.append("abc", 3);
     (void)c.finish();
     dir = spills.path();
@@ -190,7 +193,7 @@ TEST_CASE("contract 5: the spill directory is removed with its owner unless kept
 TEST_CASE("head_tail keeps the opening and the closing bytes with a marker between",
           "[output][head_tail][contract-5]") {
   fixture f;
-  head_tail::collector c(10, f.spills);
+  head_tail::collector c(10, f.spills, output_stream::out);
   std::string stream;
   for (char ch = 'a'; ch <= 'z'; ++ch) stream += ch;
   c.append(stream.data(), stream.size());

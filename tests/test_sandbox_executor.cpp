@@ -121,7 +121,9 @@ struct broken_backend {
     ++prepares;
     throw sandbox_unavailable(mode, "broken: this backend never confines anything");
   }
-  std::optional<std::string> runner_failure(confined_launch&, std::string_view) const { return std::nullopt; }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view, std::string_view) const {
+    return std::nullopt;
+  }
   bool is_denial(std::string_view) const { return false; }
 };
 static_assert(confining_policy<broken_backend>);
@@ -513,6 +515,41 @@ TEST_CASE(
     CHECK_FALSE(done.sandbox->denied);
     CHECK(exec.get(id).sandbox->runner_failed);
     CHECK_FALSE(fs::exists(d.workspace.path() / "f"));
+  }
+}
+
+TEST_CASE(
+    "runner failure: a runner_command signature is recognised anywhere in the runner's combined output, "
+    "ignoring case: run throws sandbox_unavailable, a task settles runner_failed (contract 16)",
+    "[sandbox][executor][runner_command]") {
+  dirs d;
+  struct shape {
+    const char* name;
+    const char* script;
+  };
+  // None of these puts the signature at the start of the first stderr line.
+  const shape shapes[] = {
+      {"after a first stderr line", "echo 'starting the runner' >&2\necho 'Runner Failed: no user namespaces' >&2\n"},
+      {"in the middle of a line", "echo 'fatal: RUNNER FAILED to set up' >&2\n"},
+      {"on stdout", "echo 'runner failed: no user namespaces'\n"},
+  };
+  for (const auto& s : shapes) {
+    INFO(s.name);
+    scratch_dir bin{"/var/tmp", "bashexec-runner-"};
+    const fs::path runner = bin.path() / "myrunner";
+    write_file(runner, std::string("#!/bin/sh\n") + s.script + "exit 1\n");
+    fs::permissions(runner, fs::perms::owner_all);
+    executor_config config = fast_config();
+    config.sandbox.workspace_root = d.workspace.path();
+    config.sandbox.runner_argv = {runner.string()};
+    config.sandbox.runner_failure_signatures = {"runner failed"};
+    runner_executor exec(config);
+
+    CHECK_THROWS_AS(exec.run(exec.resolve(command("true", d.env()))), sandbox_unavailable);
+    const task_snapshot done = exec.wait(exec.start(exec.resolve(command("true", d.env()))));
+    REQUIRE(done.sandbox);
+    CHECK(done.sandbox->runner_failed);
+    CHECK_FALSE(done.sandbox->denied);
   }
 }
 

@@ -174,19 +174,23 @@ TEST_CASE("contract 20: bash_output shows the delta, or (no new output), then th
   CHECK(render_task_read(read, false) == "(no new output)\n[status: running]");
 }
 
-TEST_CASE("contract 20: a lossy read names the spill files before the status", "[render][contract-20]") {
+TEST_CASE("contract 20: a lossy read names the spill files before the status, the paths joined with a comma and "
+          "nothing else",
+          "[render][contract-20]") {
   task_read read;
   read.task = task_snapshot{task_id("bash-2"), "yes", task_status::running, {}, {}, {}};
   read.delta = "y\n";
   read.lossy = true;
-  read.stdout_spill_path = "/spill/o";
+  read.stdout_spill_path = "/spill/o-stdout";
   CHECK(render_task_read(read, false) ==
-        "y\n[some output was dropped from memory; full output: /spill/o (stdout)]\n[status: running]");
-  read.stderr_spill_path = "/spill/e";
+        "y\n[some output was dropped from memory; full output: /spill/o-stdout]\n[status: running]");
+  read.stderr_spill_path = "/spill/e-stderr";
   CHECK(render_task_read(read, false) ==
-        "y\n[some output was dropped from memory; full output: /spill/o (stdout), /spill/e (stderr)]\n"
+        "y\n[some output was dropped from memory; full output: /spill/o-stdout, /spill/e-stderr]\n"
         "[status: running]");
   read.stdout_spill_path.reset();
+  CHECK(render_task_read(read, false) ==
+        "y\n[some output was dropped from memory; full output: /spill/e-stderr]\n[status: running]");
   read.stderr_spill_path.reset();
   CHECK(render_task_read(read, false) ==
         "y\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]");

@@ -76,10 +76,10 @@ call_context session(std::string id, const fs::path& cwd) {
 struct notice_box {
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::pair<owner_token, std::string>> notices;
+  std::vector<std::pair<std::optional<owner_token>, std::string>> notices;
 
   notice_callback callback() {
-    return [this](const owner_token& owner, const std::string& notice) {
+    return [this](const std::optional<owner_token>& owner, const std::string& notice) {
       std::lock_guard lock(mutex);
       notices.emplace_back(owner, notice);
       changed.notify_all();
@@ -313,3 +313,38 @@ TEST_CASE("live, contract 18: without the override the executor default (read-on
 }
 
 #endif  // __has_include(<bashexec/bashexec.hpp>)
+
+TEST_CASE("live, contract 20: the lossy line lists the spill paths joined with a comma and nothing else",
+          "[tools][live][contract-20][contract-6]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  config.output_cap = 16;
+  local_executor executor(config);
+  bash_tools tools(executor);
+  const auto alice = session("alice", work.path());
+  auto args = bash_args("seq 1000; seq 2000 >&2");
+  args["run_in_background"] = true;
+  REQUIRE(tools.call("bash", args, alice).text == "started background task bash-1");
+  executor.wait(task_id("bash-1"));
+  const std::string text = tools.call("bash_output", {{"task_id", "bash-1"}}, alice).text;
+  const std::string head = "[some output was dropped from memory; full output: ";
+  const auto at = text.find(head);
+  REQUIRE(at != std::string::npos);
+  const auto end = text.find("]\n", at);
+  REQUIRE(end != std::string::npos);
+  const std::string listed = text.substr(at + head.size(), end - at - head.size());
+  const auto comma = listed.find(", ");
+  REQUIRE(comma != std::string::npos);
+  const fs::path out_path = listed.substr(0, comma);
+  const fs::path err_path = listed.substr(comma + 2);
+  // Each is a path and only a path: the whole stream is in it.
+  std::string expected_out, expected_err;
+  for (int i = 1; i <= 1000; ++i) expected_out += std::to_string(i) + "\n";
+  for (int i = 1; i <= 2000; ++i) expected_err += std::to_string(i) + "\n";
+  CHECK(test_support::slurp(out_path) == expected_out);
+  CHECK(test_support::slurp(err_path) == expected_err);
+  CHECK_THAT(out_path.filename().string(), Catch::EndsWith("-stdout"));
+  CHECK_THAT(err_path.filename().string(), Catch::EndsWith("-stderr"));
+  CHECK(text.substr(end + 2) == "[status: completed, exit code: 0]");
+}

@@ -73,6 +73,8 @@ response line per request, requests handled concurrently.
   {"id": 2, "op": "tools"}                                   -> {"id": 2, "tools": [...], ...}
   {"id": 3, "op": "set_mode", "session": "s1", "mode": "workspace-write"}
   {"id": 4, "op": "approve", "approval": 7, "outcome": "allowed-once"}
+A "session" (any string, "" included) owns the background tasks it starts;
+without one (absent or null) they are ownerless and open to every caller.
 Unprompted lines: {"notice": "...", "session": "s1"} when a background task
 settles, and {"approval": {...}} questions under --approve ask.
 End of input: in-flight requests finish, background tasks are killed, exit 0.

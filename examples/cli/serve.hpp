@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,12 @@
 #include "options.hpp"
 
 namespace bashexec::cli {
+
+/// A session on the wire: its id as a string ("" included), or null for a
+/// caller without one (contract 11: the empty id is an owner like any other).
+inline nlohmann::json session_json(const std::optional<owner_token>& session) {
+  return session ? nlohmann::json(session->value()) : nlohmann::json(nullptr);
+}
 
 /// Writes whole JSON lines to stdout, one writer at a time.
 class line_writer {
@@ -56,7 +63,7 @@ class approval_desk {
     }
     out_.emit({{"approval",
                 {{"id", number},
-                 {"session", request.session.value()},
+                 {"session", session_json(request.session)},
                  {"command", to_valid_utf8(request.command)},
                  {"description", to_valid_utf8(request.description)},
                  {"current_mode", std::string(to_string(request.current_mode))},
@@ -123,8 +130,8 @@ class tool_server {
         session_dir_(std::move(session_dir)),
         workdir_(std::move(workdir)),
         approvals_(out_),
-        tools_(executor, [this](const owner_token& owner, const std::string& notice) {
-          out_.emit({{"notice", notice}, {"session", owner.value()}});
+        tools_(executor, [this](const std::optional<owner_token>& owner, const std::string& notice) {
+          out_.emit({{"notice", notice}, {"session", session_json(owner)}});
         }) {}
 
   /// Serves until end of input; in-flight calls finish before it returns.
@@ -154,19 +161,24 @@ class tool_server {
     auto tool = request.find("tool");
     if (tool == request.end() || !tool->is_string())
       return reply(id, "request needs a string \"tool\" (bash, bash_output, bash_kill) or an \"op\"", true);
+    // Absent or null: a caller without a session, whose tasks are ownerless.
+    // Any string, "" included, is a session and owns its tasks.
     auto session = request.find("session");
-    if (session != request.end() && !session->is_string()) return reply(id, "\"session\" must be a string", true);
-    const std::string session_id = session != request.end() ? session->get<std::string>() : std::string();
+    const bool has_session = session != request.end() && !session->is_null();
+    if (has_session && !session->is_string())
+      return reply(id, "\"session\" must be a string, or null (or absent) for no session", true);
+    const std::optional<std::string> session_id =
+        has_session ? std::optional(session->get<std::string>()) : std::nullopt;
     nlohmann::json args = request.contains("args") ? request["args"] : nlohmann::json::object();
     session_log* log = nullptr;
     try {
-      log = log_for(session_id);
+      if (session_id) log = log_for(*session_id);
     } catch (const std::exception& e) {
       return reply(id, fmt::format("session log: {}", e.what()), true);
     }
     run_worker([this, id, name = tool->get<std::string>(), args = std::move(args), session_id, log] {
       call_context context;
-      context.session = owner_token(session_id);
+      if (session_id) context.session = owner_token(*session_id);
       context.cwd = workdir_;
       context.log = log;
       if (options_.approve == approval_policy::always)
@@ -246,7 +258,7 @@ class tool_server {
   }
 
   /// The log of `session`, opened (and replayed) on first use; null for the
-  /// anonymous session, which has no override.
+  /// empty session id, which names no log file and so has no override.
   session_log* log_for(const std::string& session) {
     if (session.empty()) return nullptr;
     std::lock_guard lock(logs_mutex_);

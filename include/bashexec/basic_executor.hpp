@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -149,8 +150,10 @@ class basic_executor {
     {
       std::lock_guard lock(registry_mutex_);
       disposing_ = true;  // a listener's late `start` must not add a task nobody stops
-      for (auto& task : tasks_)
+      for (auto& task : tasks_) {
+        task->unwatch_stop();  // no stop callback may reach the reactor once it is gone
         if (!task->stop(detail::stop_cause::disposal)) task->kill_leftovers();
+      }
     }
     reactor_.wake();
     reactor_.shutdown();
@@ -189,6 +192,7 @@ class basic_executor {
     if (request.stdout_max_bytes && *request.stdout_max_bytes == 0)
       throw std::invalid_argument("stdout_max_bytes must be positive, got 0");
     if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
+    if (request.mode) detail::require_known_mode(*request.mode, "mode");
     exec_spec spec;
     spec.command = std::move(request.command);
     spec.workdir = request.workdir ? cwd_ / *request.workdir : cwd_;  // an absolute workdir replaces cwd_
@@ -213,8 +217,13 @@ class basic_executor {
     return run_with(spec, select_confinement(spec));
   }
 
-  /// Starts a background task and returns its id at once (contract 9).
+  /// Starts a background task and returns its id at once (contract 9). The
+  /// request's stop token means what it means for `run`: already requested,
+  /// nothing is spawned and no id is used (infrastructure_error); requested
+  /// later, the task's group is stopped (TERM, KILL after the grace).
   task_id start(const exec_spec& spec) {
+    if (spec.stop.stop_requested())
+      throw infrastructure_error("start: stop was requested before the command was spawned");
     detail::require_directory(spec.workdir);
     detail::require_executable(config_.shell);
     const confinement_choice choice = select_confinement(spec);
@@ -241,6 +250,9 @@ class basic_executor {
       raw->set_id(id);
       index_.emplace(id, raw);
       tasks_.push_back(std::move(task));
+      // Under the registry lock, so disposal's `unwatch_stop` cannot race it.
+      // A stop requested meanwhile runs the callback right here.
+      if (raw->running() && spec.stop.stop_possible()) raw->watch_stop(spec.stop);
     }
     if (raw->running()) {
       try {
@@ -457,8 +469,8 @@ class basic_executor {
     const auto started = detail::clock::now();
     detail::child_run<collector> child(std::move(process), std::move(launch.pipes),
                                        spec.stdin_data.value_or(std::string{}),
-                                       collector(spec.stdout_max_bytes, spills_),
-                                       collector(spec.stdout_max_bytes, spills_), foreground_timing(),
+                                       collector(spec.stdout_max_bytes, spills_, output_stream::out),
+                                       collector(config_.output_cap, spills_, output_stream::err), foreground_timing(),
                                        started + std::min(spec.timeout, config_.max_timeout),
                                        std::move(launch.cgroup));
     drive_until_settled(child, spec.stop);
@@ -476,7 +488,7 @@ class basic_executor {
     result.containment = launch.containment;
     if constexpr (Confinement::confines) {
       if (launch.confined && result.exit_code && *result.exit_code != 0) {
-        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text))
+        if (auto reason = confinement.runner_failure(*launch.confined, result.err.text, result.out.text))
           throw runner_unavailable(*launch.info, *reason);
         result.sandbox->denied = confinement.is_denial(result.err.text);
       }
@@ -580,8 +592,9 @@ class basic_executor {
       confined_ = std::move(launch.confined);
       if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
-                     collector(cap_, executor_.spills_), collector(cap_, executor_.spills_), executor_.background_timing(),
-                     std::nullopt, std::move(launch.cgroup));
+                     collector(cap_, executor_.spills_, output_stream::out),
+                     collector(executor_.config_.output_cap, executor_.spills_, output_stream::err),
+                     executor_.background_timing(), std::nullopt, std::move(launch.cgroup));
       spec_stdin_.reset();
     }
 
@@ -617,6 +630,14 @@ class basic_executor {
       if (!child_ || child_->settled()) return false;
       return child_->request_stop(cause, detail::clock::now());
     }
+
+    /// Stops the task when `stop` is requested (contract 9). Call once, with
+    /// the registry lock held; the callback may run right here.
+    void watch_stop(const std::stop_token& stop) { on_stop_.emplace(stop, stop_relay{this}); }
+
+    /// No stop callback runs after this returns (one in flight is waited
+    /// for). Call without holding this task's mutex: the callback takes it.
+    void unwatch_stop() { on_stop_.reset(); }
 
     /// Disposal of a settled task: members that detached from its output
     /// (`daemon >/dev/null &`) and outlived the shell die with the executor.
@@ -725,11 +746,11 @@ class basic_executor {
       snapshot_.exit_code = exit.exit_code;
       snapshot_.signal = exit.signal;
       snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
-      child_->out().finish();  // closes the spill files; the tails stay readable
+      const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
       const collected_output err = child_->err().finish();
       if constexpr (confines) {
         if (confined_ && exit.exit_code && *exit.exit_code != 0) {
-          if (executor_.confinement_.runner_failure(*confined_, err.text))
+          if (executor_.confinement_.runner_failure(*confined_, err.text, out.text))
             snapshot_.sandbox->runner_failed = true;
           else
             snapshot_.sandbox->denied = executor_.confinement_.is_denial(err.text);
@@ -753,6 +774,22 @@ class basic_executor {
     bool spawn_error_read_ = false;
     bool settled_ = false;
     bool leftovers_ = false;  // live group members when the task settled
+
+    /// Runs inside `request_stop`, on whichever thread asked: it takes only
+    /// this task's mutex and the reactor's, never the registry's.
+    struct stop_relay {
+      task_record* task;
+      void operator()() const noexcept {
+        try {
+          if (task->stop(detail::stop_cause::aborted)) task->executor_.reactor_.wake();
+        } catch (...) {
+          // A stop callback must not throw (std::terminate). The group was
+          // signalled or it is already gone; kill and disposal remain.
+        }
+      }
+    };
+    // Last: unregistered first, while everything the callback uses exists.
+    std::optional<std::stop_callback<stop_relay>> on_stop_;
   };
 
   task_record& find(const task_id& id) const {

@@ -136,6 +136,17 @@ inline void require_positive(std::chrono::milliseconds value, std::string_view f
     throw std::invalid_argument(fmt::format("{} must be at most {} ms, got {} ms", field, most, value.count()));
 }
 
+/// A mode on the ladder; anything else (a cast integer, memory from
+/// elsewhere) is refused rather than printed as "unknown" and hoped to fail
+/// closed.
+inline void require_known_mode(sandbox_mode mode, std::string_view field) {
+  for (auto known : sandbox_modes)
+    if (mode == known) return;
+  throw std::invalid_argument(
+      fmt::format("{} holds {}, which is not a sandbox mode (read-only, workspace-write or danger-full-access)",
+                  field, static_cast<int>(mode)));
+}
+
 /// The knobs that act in the child between fork and exec need a spawn
 /// policy with a pre-exec hook; an executor over one without it refuses
 /// them at construction (std::invalid_argument naming the field) rather
@@ -173,6 +184,13 @@ inline void validate(const executor_config& config) {
   if (has_argv != has_signatures)
     throw std::invalid_argument(
         "sandbox.runner_argv and sandbox.runner_failure_signatures must be given together");
+  // Signatures match anywhere in a failed run's output (contract 16): a
+  // blank one would make every failure the runner's.
+  for (const auto& signature : config.sandbox.runner_failure_signatures)
+    if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+      throw std::invalid_argument(
+          "sandbox.runner_failure_signatures must not hold a blank signature (it would match every failure)");
+  if (config.sandbox.default_mode) detail::require_known_mode(*config.sandbox.default_mode, "sandbox.default_mode");
   for (const auto& path : config.sandbox.protected_paths) {
     if (path.empty() || path.is_absolute() || path.has_root_path())
       throw std::invalid_argument(fmt::format(

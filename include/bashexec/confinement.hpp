@@ -13,9 +13,12 @@
 //       under `mode` (never danger-full-access). Throws sandbox_unavailable
 //       when it cannot.
 //   std::optional<std::string> runner_failure(confined_launch&,
-//                                             std::string_view err) const;
-//       After a non-zero exit: the reason when the confinement itself failed
-//       (the command never ran), else empty.
+//                                             std::string_view err,
+//                                             std::string_view out) const;
+//       After a non-zero exit, given the run's stderr and stdout (what was
+//       kept of them): the reason when the confinement itself failed (the
+//       command never ran), else empty. Signatures match anywhere in either
+//       stream, ignoring case (contract 16).
 //   bool is_denial(std::string_view err) const;
 //       Whether stderr speaks this backend's denial dialect (case-insensitive).
 // A `chain` additionally provides `select(probe)`; see confinement/chain.hpp.
@@ -55,9 +58,9 @@ template <class C>
 concept confining_policy =
     confinement_policy<C> && C::confines &&
     requires(const C& c, sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan,
-             confined_launch& launch, std::string_view err) {
+             confined_launch& launch, std::string_view err, std::string_view out) {
       { c.prepare(mode, root, plan) } -> std::same_as<confined_launch>;
-      { c.runner_failure(launch, err) } -> std::same_as<std::optional<std::string>>;
+      { c.runner_failure(launch, err, out) } -> std::same_as<std::optional<std::string>>;
       { c.is_denial(err) } -> std::same_as<bool>;
     };
 

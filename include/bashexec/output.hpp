@@ -4,7 +4,7 @@
 // Minimal complete definition of an output policy `O`:
 //   static constexpr std::string_view name;
 //   class O::collector {
-//     collector(std::size_t cap, detail::spill_directory&);
+//     collector(std::size_t cap, detail::spill_directory&, output_stream);
 //     void append(const char* data, std::size_t size);  // bytes as they arrive
 //     std::uint64_t total() const;                      // whole-stream bytes seen
 //     output_slice since(std::uint64_t offset) const;   // bytes from a stream offset
@@ -15,7 +15,8 @@
 // counts every appended byte; `since(total())` is empty and not lossy;
 // consecutive `since` calls that advance by what they returned never repeat
 // a byte; `finish().truncated` is false exactly when the text is the whole
-// stream.
+// stream; a spill file is named by its stream (`…-stdout`, `…-stderr`), so a
+// path alone tells the streams apart.
 #pragma once
 
 #include <concepts>
@@ -24,11 +25,20 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/result.hpp"
 
 namespace bashexec {
+
+/// Which of a child's streams a collector collects.
+enum class output_stream { out, err };
+
+/// `stdout` or `stderr`: the suffix of the stream's spill file name.
+constexpr std::string_view to_string(output_stream stream) noexcept {
+  return stream == output_stream::err ? "stderr" : "stdout";
+}
 
 /// Bytes served from a stream offset. `lossy` means some bytes between the
 /// requested offset and `begin` are no longer in memory.
@@ -41,7 +51,7 @@ struct output_slice {
 template <class O>
 concept output_policy =
     requires { { O::name } -> std::convertible_to<std::string_view>; typename O::collector; } &&
-    std::constructible_from<typename O::collector, std::size_t, detail::spill_directory&> &&
+    std::constructible_from<typename O::collector, std::size_t, detail::spill_directory&, output_stream> &&
     requires(typename O::collector& c, const typename O::collector& cc, const char* data,
              std::size_t size, std::uint64_t offset) {
       c.append(data, size);

@@ -21,9 +21,11 @@ struct exec_request {
   std::string command{};
   std::optional<std::filesystem::path> workdir{};
   std::optional<std::chrono::milliseconds> timeout{};
-  /// Per-stream in-memory cap (stdout and stderr each).
+  /// In-memory cap of stdout only; stderr keeps the executor's `output_cap`.
   std::optional<std::size_t> stdout_max_bytes{};
-  /// Foreground only: a stop request kills the run and marks it `aborted`.
+  /// Requested before the spawn, `run` and `start` throw infrastructure_error
+  /// and nothing runs; requested later, the process group is stopped (TERM,
+  /// KILL after the grace): a run is `aborted`, a task settles killed.
   std::stop_token stop{};
   /// Written to the child's stdin, which is then closed. Without it stdin is
   /// /dev/null; an empty string is still a pipe.
@@ -34,7 +36,7 @@ struct exec_request {
   std::optional<sandbox_mode> mode{};
 };
 
-/// A resolved request: workdir, timeout and cap are always set.
+/// A resolved request: workdir, timeout and stdout cap are always set.
 struct exec_spec {
   std::string command{};
   std::filesystem::path workdir;

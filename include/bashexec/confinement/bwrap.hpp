@@ -193,26 +193,30 @@ class bwrap {
 
   /// Call once, after a non-zero exit: drains the status channel. The
   /// reason is bwrap's first stderr line (or a fallback when it was silent).
-  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+  /// The signature is only a fallback where the channel cannot decide; it
+  /// matches anywhere in the combined output, ignoring case (contract 16).
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err,
+                                            std::string_view out = {}) const {
     if (!launch.status) {
       // No channel (a launch this policy did not prepare): signatures only.
-      if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+      if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
       return std::nullopt;
     }
     const std::string status = detail::drain_nonblocking(launch.status.get());
     if (status.find("\"exit-code\"") != std::string::npos) return std::nullopt;  // the command ran
-    if (status.find("\"child-pid\"") == std::string::npos) return reason(err);  // never got that far
+    if (status.find("\"child-pid\"") == std::string::npos) return reason(err, out);  // never got that far
     // A child was cloned but no exit code came: bwrap >= 0.4 means the setup
     // or the exec failed. Older bwraps never report exit codes, so insist on
     // bwrap's own message shape too.
-    if (detail::first_line(err).rfind(runner_failure_signatures[0], 0) == 0) return reason(err);
+    if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
     return std::nullopt;
   }
 
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 
  private:
-  static std::string reason(std::string_view err) {
+  static std::string reason(std::string_view err, std::string_view out) {
+    if (auto matched = detail::match_runner_signature(err, out, runner_failure_signatures)) return *matched;
     std::string line = detail::first_line(err);
     return line.empty() ? std::string("bwrap exited before starting the command") : line;
   }

@@ -108,10 +108,11 @@ class chain {
     return dispatch(index, [&](const auto& candidate) { return candidate.prepare(mode, root, plan); });
   }
 
-  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err,
+                                            std::string_view out = {}) const {
     const int index = state_.load(std::memory_order_acquire);
     if (index < 0) return std::nullopt;
-    return dispatch(index, [&](const auto& candidate) { return candidate.runner_failure(launch, err); });
+    return dispatch(index, [&](const auto& candidate) { return candidate.runner_failure(launch, err, out); });
   }
 
   bool is_denial(std::string_view err) const {

@@ -238,7 +238,9 @@ class landlock {
 
   /// Always empty: Landlock has no runner process. Its structural failure
   /// arrives earlier, as `pre_exec_failed` thrown by the spawn.
-  std::optional<std::string> runner_failure(confined_launch&, std::string_view) const { return std::nullopt; }
+  std::optional<std::string> runner_failure(confined_launch&, std::string_view, std::string_view = {}) const {
+    return std::nullopt;
+  }
 
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 

@@ -5,15 +5,18 @@
 // a confined `sandbox.network` adds `--unshare-net`, which the runner must
 // therefore understand — see bwrap.hpp for what it promises).
 // The runner has no status channel, so its failures are recognised by
-// signatures, and only where a runner that failed before starting the
-// command puts them: at the START of the FIRST non-empty stderr line
-// (case-insensitive), as bwrap's own fallback check does — the configured
-// `sandbox.runner_failure_signatures`, or the shell's "cannot start it"
-// shapes on that line naming the runner (exit 126/127: not found,
-// permission denied). A signature further on ("see bwrap: docs" printed by
-// the command after other output) is the command's own text: reading it as
-// a runner failure would report "the command did not run" for a command
-// that did, and a retry would repeat its side effects.
+// signatures (contract 16): a configured `sandbox.runner_failure_signatures`
+// entry occurring ANYWHERE in the runner's combined output (stderr or
+// stdout, ignoring case) after a non-zero exit. A runner may print
+// progress before it fails, or report on stdout; a prefix rule would miss
+// both and report the runner's failure as the command's. The price: a
+// command that itself prints a signature and fails is reported as "the
+// command did not run", so choose signatures no command prints (a runner
+// name with its own punctuation, "myrunner: setup failed"). A blank
+// signature is refused at construction. The shell's "cannot start it"
+// shapes (exit 126/127: not found, permission denied) are not signatures:
+// they count only on the first non-empty stderr line, and only naming the
+// runner, since `cat /nope` failing is the command's own failure.
 //
 // A runner binary that does not exist must settle as a runner failure, not
 // make the spawn throw (a background start has to report `runner_failed`).
@@ -60,7 +63,7 @@ class runner_command {
       "check sandbox.runner_argv: its program must exist, be executable and accept bwrap's arguments";
 
   /// Throws std::invalid_argument when `sandbox.runner_argv` or
-  /// `sandbox.runner_failure_signatures` is empty.
+  /// `sandbox.runner_failure_signatures` is empty, or a signature is blank.
   explicit runner_command(const executor_config& config)
       : argv_(config.sandbox.runner_argv),
         signatures_(config.sandbox.runner_failure_signatures),
@@ -72,6 +75,10 @@ class runner_command {
       throw std::invalid_argument(
           "sandbox.runner_failure_signatures must not be empty for runner_command (how else is a runner "
           "failure told from a failing command?)");
+    for (const auto& signature : signatures_)
+      if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+        throw std::invalid_argument(
+            "sandbox.runner_failure_signatures must not hold a blank signature (it would match every failure)");
     program_ = detail::find_program(argv_.front());
   }
 
@@ -109,9 +116,10 @@ class runner_command {
   }
 
   /// After a non-zero exit: the runner's first stderr line when the runner
-  /// failed (marker, configured signature or launch-failure shape), else
-  /// empty.
-  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err) const {
+  /// failed (marker, configured signature anywhere in `err` or `out`, or a
+  /// launch-failure shape), else empty.
+  std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err,
+                                            std::string_view out = {}) const {
     if (launch.status) {
       std::string marker = detail::drain_nonblocking(launch.status.get());
       if (!marker.empty()) {
@@ -119,14 +127,12 @@ class runner_command {
         return line.empty() ? marker : line;
       }
     }
-    // Only the first non-empty line can be the runner's: it fails before the
-    // command could print anything.
+    if (auto reason = detail::match_runner_signature(err, out, signatures_)) return reason;
+    // The shell's launch-failure shapes count only on the first line and
+    // only naming the runner: `cat /nope` failing must stay the command's own
+    // failure.
     const std::string line = detail::first_line(err);
     if (line.empty()) return std::nullopt;
-    for (std::string_view signature : signatures_)
-      if (istarts_with(line, signature)) return line;
-    // The shell's launch-failure shapes count only on a line naming the
-    // runner: `cat /nope` failing must stay the command's own failure.
     const std::string& program = argv_.front();
     const std::string base = std::filesystem::path(program).filename().string();
     if ((line.find(program) != std::string::npos || (!base.empty() && line.find(base) != std::string::npos)) &&
@@ -138,15 +144,6 @@ class runner_command {
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 
  private:
-  /// Whether `text` begins with `prefix`, ignoring ASCII case. An empty
-  /// prefix never matches (it would make every failure the runner's).
-  static bool istarts_with(std::string_view text, std::string_view prefix) noexcept {
-    if (prefix.empty() || prefix.size() > text.size()) return false;
-    for (std::size_t i = 0; i < prefix.size(); ++i)
-      if (detail::ascii_lower(text[i]) != detail::ascii_lower(prefix[i])) return false;
-    return true;
-  }
-
   std::vector<std::string> argv_;
   std::vector<std::string> signatures_;
   std::vector<std::filesystem::path> protected_;

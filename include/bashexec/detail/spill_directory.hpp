@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <fcntl.h>
@@ -60,13 +61,16 @@ class spill_directory {
     }
   }
 
-  /// Creates a new spill file (O_EXCL|O_NOFOLLOW, 0600) and returns its fd
-  /// and path. Throws infrastructure_error when it cannot.
-  std::pair<unique_fd, std::filesystem::path> create_file() {
+  /// Creates a new spill file (O_EXCL|O_NOFOLLOW, 0600) named
+  /// `spill-<32 random hex>-<stream>` and returns its fd and path. The
+  /// stream suffix tells the files apart without a label next to the path
+  /// (contract 20's lossy line lists bare paths). Throws infrastructure_error
+  /// when it cannot.
+  std::pair<unique_fd, std::filesystem::path> create_file(std::string_view stream) {
     std::lock_guard lock(mutex_);
     ensure_directory();
     for (int attempt = 0; attempt < 8; ++attempt) {
-      auto path = path_ / random_name("spill-");
+      auto path = path_ / fmt::format("{}-{}", random_name("spill-"), stream);
       int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd >= 0) {
         ::fchmod(fd, 0600);  // exact mode whatever the umask

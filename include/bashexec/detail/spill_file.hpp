@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <system_error>
 
 #include <unistd.h>
@@ -17,10 +18,11 @@ class spill_file {
  public:
   bool is_open() const noexcept { return static_cast<bool>(fd_); }
 
-  /// Opens the file; on failure the stream simply has no spill path.
-  void open(spill_directory& directory) {
+  /// Opens the file, named by `stream` ("stdout", "stderr"); on failure the
+  /// stream simply has no spill path.
+  void open(spill_directory& directory, std::string_view stream) {
     try {
-      auto [fd, path] = directory.create_file();
+      auto [fd, path] = directory.create_file(stream);
       fd_ = std::move(fd);
       path_ = std::move(path);
       directory_ = &directory;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,38 @@ inline std::string first_line(std::string_view text) {
     text.remove_prefix(end + 1);
   }
   return {};
+}
+
+/// The first line of `text` holding `needle` (ignoring ASCII case), without
+/// its line ending; empty when none does.
+inline std::string line_containing(std::string_view text, std::string_view needle) {
+  while (!text.empty()) {
+    auto end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (icontains(line, needle)) return std::string(line);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return {};
+}
+
+/// Runner-failure signatures (contract 16): a failure when any non-empty
+/// signature occurs anywhere in the runner's combined output — stderr or
+/// stdout — ignoring ASCII case. The reason is the runner's first stderr
+/// line; with a silent stderr, the stdout line that matched.
+template <class Range>
+std::optional<std::string> match_runner_signature(std::string_view err, std::string_view out,
+                                                  const Range& signatures) {
+  for (std::string_view signature : signatures) {
+    // A blank signature is refused by validate(); never let one match everything.
+    if (signature.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos) continue;
+    if (!icontains(err, signature) && !icontains(out, signature)) continue;
+    if (std::string line = first_line(err); !line.empty()) return line;
+    if (std::string line = line_containing(out, signature); !line.empty()) return line;
+    return std::string(signature);
+  }
+  return std::nullopt;
 }
 
 }  // namespace bashexec::detail

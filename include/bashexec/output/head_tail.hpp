@@ -18,8 +18,8 @@ struct head_tail {
 
   class collector {
    public:
-    collector(std::size_t cap, detail::spill_directory& spills)
-        : head_cap_(cap / 2), tail_(cap - cap / 2, spills) {}
+    collector(std::size_t cap, detail::spill_directory& spills, output_stream stream)
+        : head_cap_(cap / 2), tail_(cap - cap / 2, spills, stream) {}
 
     void append(const char* data, std::size_t size) {
       if (head_.size() < head_cap_) {

@@ -17,14 +17,15 @@ struct tail_spill {
 
   class collector {
    public:
-    collector(std::size_t cap, detail::spill_directory& spills) : cap_(cap), spills_(&spills) {}
+    collector(std::size_t cap, detail::spill_directory& spills, output_stream stream)
+        : cap_(cap), spills_(&spills), stream_(stream) {}
 
     void append(const char* data, std::size_t size) {
       if (size == 0) return;
       if (!spilled_ && total_ + size > cap_) {
         // First overflow: everything kept so far is the whole stream yet.
         spilled_ = true;
-        spill_.open(*spills_);
+        spill_.open(*spills_, to_string(stream_));
         spill_.write(ring_.data(), ring_.size());
       }
       if (spilled_) spill_.write(data, size);
@@ -101,6 +102,7 @@ struct tail_spill {
 
     std::size_t cap_;
     detail::spill_directory* spills_;
+    output_stream stream_;
     std::string ring_;
     std::size_t head_ = 0;
     std::uint64_t total_ = 0;

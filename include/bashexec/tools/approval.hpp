@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,8 +36,8 @@ constexpr std::string_view to_string(approval_outcome outcome) noexcept {
 
 /// One escalation request, as the model made it.
 struct approval_request {
-  /// The session asking.
-  owner_token session;
+  /// The session asking; `nullopt` for a caller without one.
+  std::optional<owner_token> session;
   std::string command;
   /// The model's own one-line description of the command.
   std::string description;

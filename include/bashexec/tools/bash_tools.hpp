@@ -62,8 +62,10 @@ struct tool_result {
 /// Who is calling and from where.
 struct call_context {
   /// The calling session: owner of the background tasks it starts, and the
-  /// only session that may read or kill them. Empty: tasks start ownerless.
-  owner_token session;
+  /// only session that may read or kill them. Any token is an owner, the
+  /// empty string included (contract 11); no session at all (`nullopt`)
+  /// starts ownerless tasks and may use only ownerless ones.
+  std::optional<owner_token> session;
   /// The session's working directory: the default `workdir`, and the base a
   /// relative one resolves against. Empty: the executor's default.
   std::filesystem::path cwd;
@@ -75,9 +77,10 @@ struct call_context {
   std::stop_token stop;
 };
 
-/// Receives the owner of a settled background task (empty for an ownerless
-/// one) and the notice to show that session (`render_task_notice`).
-using notice_callback = std::function<void(const owner_token& owner, const std::string& notice)>;
+/// Receives the owner of a settled background task (`nullopt` for an
+/// ownerless one; an empty token is a session like any other) and the notice
+/// to show that session (`render_task_notice`).
+using notice_callback = std::function<void(const std::optional<owner_token>& owner, const std::string& notice)>;
 
 namespace detail {
 
@@ -330,6 +333,7 @@ class bash_tools {
     reject_blank(command, "command");
     reject_nul(command, "command");
     const std::string description = required_string(args, "description");
+    reject_blank(description, "description");
     const auto timeout = optional_timeout(args);
     const auto workdir = optional_string(args, "workdir");
     if (workdir) {
@@ -354,7 +358,7 @@ class bash_tools {
     request.workdir = resolve_workdir(workdir, context);
     request.timeout = timeout;
     if (!background) request.stop = context.stop;
-    if (background && !context.session.value().empty()) request.owner = context.session;
+    if (background) request.owner = context.session;
     request.mode = wider ? std::optional(wider->mode) : session_mode;
 
     exec_spec spec;
@@ -421,9 +425,15 @@ class bash_tools {
     return std::nullopt;
   }
 
+  static task_id required_task_id(const nlohmann::json& args) {
+    std::string id = required_string(args, "task_id");
+    reject_blank(id, "task_id");
+    return task_id(std::move(id));
+  }
+
   tool_result call_output(const nlohmann::json& args, const call_context& context) {
     require_object(args);
-    const task_id id(required_string(args, "task_id"));
+    const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
     const task_read read = executor_.read_output(id);
     return tool_result{render_task_read(read, escalation_advertised()), false};
@@ -431,7 +441,7 @@ class bash_tools {
 
   tool_result call_kill(const nlohmann::json& args, const call_context& context) {
     require_object(args);
-    const task_id id(required_string(args, "task_id"));
+    const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
     const std::string name = to_valid_utf8(id.value());
     if (executor_.kill(id)) return tool_result{fmt::format("killed task {}", name), false};
@@ -445,7 +455,7 @@ class bash_tools {
   // A task may settle before `start` has returned its id to us, so while a
   // start is in flight unclaimed settlements are parked and claimed after.
 
-  task_id start(const exec_spec& spec, const owner_token& owner) {
+  task_id start(const exec_spec& spec, const std::optional<owner_token>& owner) {
     if (!on_notice_) return detail::task_id_of(executor_.start(spec));
     {
       std::lock_guard lock(mutex_);
@@ -476,7 +486,7 @@ class bash_tools {
 
   void on_settled(const task_snapshot& task) {
     if (!on_notice_) return;
-    std::optional<owner_token> owner;
+    std::optional<std::optional<owner_token>> owner;  // outer: started here; inner: ownerless or not
     {
       std::lock_guard lock(mutex_);
       if (auto it = started_.find(task.id); it != started_.end()) {
@@ -489,7 +499,7 @@ class bash_tools {
     if (owner) deliver(*owner, task);
   }
 
-  void deliver(const owner_token& owner, const task_snapshot& task) noexcept {
+  void deliver(const std::optional<owner_token>& owner, const task_snapshot& task) noexcept {
     try {
       on_notice_(owner, render_task_notice(task, escalation_advertised()));
     } catch (...) {
@@ -500,7 +510,7 @@ class bash_tools {
   Executor& executor_;
   notice_callback on_notice_;
   std::mutex mutex_;
-  std::unordered_map<task_id, owner_token> started_;
+  std::unordered_map<task_id, std::optional<owner_token>> started_;
   std::unordered_map<task_id, task_snapshot> parked_;
   int starts_in_flight_ = 0;
   // Last: unsubscribes first, before the state the listener uses goes away.

@@ -14,8 +14,10 @@
 //   [leftover background processes were killed …]
 //   [killed by signal: SIGTERM] | [exit code: N]      (non-zero exit only; always last)
 //
-// `bash_output`: the delta or `(no new output)`, the lossy line, the status
-// line, then the runner-failure or denial marker of a settled task.
+// `bash_output`: the delta or `(no new output)`, the lossy line
+// (`[some output was dropped from memory; full output: <path>[, <path>]]`,
+// bare paths), the status line, then the runner-failure or denial marker of
+// a settled task.
 #pragma once
 
 #include <cstddef>
@@ -151,16 +153,17 @@ inline std::string status_line(const task_snapshot& task) {
   return "[status: unknown]";
 }
 
-/// `[some output was dropped from memory; full output: <paths>]`.
+/// `[some output was dropped from memory; full output: <paths>]`: the spill
+/// paths joined with `, ` and nothing else, so a client may take the text
+/// after `full output: ` as paths. Each file's name ends in its stream
+/// (`-stdout`, `-stderr`); `(unavailable)` when every path was withheld.
 inline std::string lossy_line(const task_read& read) {
   std::string paths;
-  const auto add = [&](const std::optional<std::filesystem::path>& path, std::string_view stream) {
-    if (!path || path->empty()) return;
+  for (const auto* path : {&read.stdout_spill_path, &read.stderr_spill_path}) {
+    if (!*path || (*path)->empty()) continue;
     if (!paths.empty()) paths += ", ";
-    paths += fmt::format("{} ({})", to_valid_utf8(path->string()), stream);
-  };
-  add(read.stdout_spill_path, "stdout");
-  add(read.stderr_spill_path, "stderr");
+    paths += to_valid_utf8((*path)->string());
+  }
   if (paths.empty()) paths = "(unavailable)";
   return fmt::format("[some output was dropped from memory; full output: {}]", paths);
 }
