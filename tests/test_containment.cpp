@@ -385,6 +385,12 @@ TEST_CASE("containment: validation rejects a relative cgroup_parent, or one with
   CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("cgroup_parent"));
 }
 
+TEST_CASE("containment: validation rejects a containment outside the enum", "[containment][config]") {
+  auto config = fast_config();
+  config.containment = static_cast<process_containment>(7);
+  CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("containment must be automatic, process_group or cgroup"));
+}
+
 TEST_CASE("containment: a cgroup_parent that is not on cgroup2 fails loudly at construction",
           "[containment][config]") {
   auto config = contained_config();

@@ -211,6 +211,14 @@ inline void validate(const executor_config& config) {
   require_positive_limit(config.limits.max_address_space_bytes, "max_address_space_bytes");
   require_positive_limit(config.limits.max_file_size_bytes, "max_file_size_bytes");
   require_positive_limit(config.limits.max_open_files, "max_open_files");
+  switch (config.containment) {
+    case process_containment::automatic:
+    case process_containment::process_group:
+    case process_containment::cgroup: break;
+    default:
+      throw std::invalid_argument(fmt::format("containment must be automatic, process_group or cgroup, got {}",
+                                              static_cast<int>(config.containment)));
+  }
   if (config.cgroup_parent) {
     if (config.containment == process_containment::process_group)
       throw std::invalid_argument(
