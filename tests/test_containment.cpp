@@ -643,6 +643,11 @@ TEST_CASE("containment: the guardian lives outside the cgroup it kills, in its o
   SKIP_UNLESS(cgroup_missing());
   {
     fork_executor executor(fast_config());
+    INFO(executor.containment_fallback());
+    REQUIRE(executor.containment() == containment_mechanism::cgroup);
+    // posix_spawn returns once the kernel let go of the parent, a moment
+    // before the new image's command line is readable.
+    CHECK(eventually([] { return guardians_of_self().size() == 1; }, 5s));
     const auto guardians = guardians_of_self();
     REQUIRE(guardians.size() == 1);
     const long guardian = guardians.front();
