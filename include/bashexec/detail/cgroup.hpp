@@ -117,7 +117,8 @@ class cgroup {
     return adopt(std::move(path));
   }
 
-  cgroup(cgroup&& other) noexcept : path_(std::move(other.path_)), procs_(std::move(other.procs_)) {
+  cgroup(cgroup&& other) noexcept
+      : path_(std::move(other.path_)), procs_(std::move(other.procs_)), events_(std::move(other.events_)) {
     other.path_.clear();
   }
   cgroup& operator=(cgroup&&) = delete;
@@ -180,20 +181,18 @@ class cgroup {
   /// too, so a caller's wait stays bounded by its own give-up time.
   bool populated() const noexcept {
     if (path_.empty()) return false;
-    unique_fd fd = open_in(path_, "cgroup.events", O_RDONLY, std::nothrow);
-    return !fd || events_populated(fd.get());
+    return !events_ || events_populated(events_.get());
   }
 
   /// Waits at most `limit` for "populated 0" (cgroup.events notifies
   /// POLLPRI on change; short polls guard against a missed notification).
   bool wait_empty(std::chrono::milliseconds limit) const noexcept {
-    unique_fd fd = open_in(path_, "cgroup.events", O_RDONLY, std::nothrow);
-    if (!fd) return false;
+    if (!events_) return false;
     const auto until = std::chrono::steady_clock::now() + limit;
-    while (events_populated(fd.get())) {
+    while (events_populated(events_.get())) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
-      pollfd p{fd.get(), POLLPRI, 0};
+      pollfd p{events_.get(), POLLPRI, 0};
       ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 10)));
     }
     return true;
@@ -204,11 +203,9 @@ class cgroup {
   /// must not start frozen). Sub-cgroups a command made are harmless: kills
   /// and "populated" cover the whole subtree, and removal takes them too.
   bool reusable() const noexcept {
-    if (path_.empty()) return false;
-    unique_fd fd = open_in(path_, "cgroup.events", O_RDONLY, std::nothrow);
-    if (!fd) return false;
+    if (path_.empty() || !events_) return false;
     char buf[256];
-    ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    ssize_t n = ::pread(events_.get(), buf, sizeof buf - 1, 0);
     if (n <= 0) return false;
     buf[n] = '\0';
     const char* populated = std::strstr(buf, "populated ");
@@ -223,6 +220,7 @@ class cgroup {
     if (path_.empty()) return true;
     if (!remove_tree(path_.c_str(), 0)) return false;
     procs_.reset();
+    events_.reset();
     path_.clear();
     return true;
   }
@@ -256,6 +254,7 @@ class cgroup {
   static cgroup adopt(std::filesystem::path path) {
     cgroup made(std::move(path));
     made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);  // throws: `made` removes the directory
+    made.events_ = open_in(made.path_, "cgroup.events", O_RDONLY);
     return made;
   }
 
@@ -288,6 +287,9 @@ class cgroup {
 
   std::filesystem::path path_;
   unique_fd procs_;
+  // Kept open: "populated" is read on every settle and every stop round, one
+  // pread each rather than open + pread + close.
+  unique_fd events_;
 };
 
 /// The host cgroup an executor's cgroup is created under: `configured` when

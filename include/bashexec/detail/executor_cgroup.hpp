@@ -45,7 +45,8 @@ class cgroup_lease;
 
 class executor_cgroup : public std::enable_shared_from_this<executor_cgroup> {
  public:
-  static constexpr std::size_t default_keep = 32;
+  /// Idle cgroups kept (two descriptors each: cgroup.procs, cgroup.events).
+  static constexpr std::size_t default_keep = 16;
 
   /// Starts the guardian, then creates `bashexec-<pid>-<random>` under
   /// `host_parent` (from locate_cgroup_parent) and one idle per-spawn cgroup.
@@ -135,7 +136,6 @@ class cgroup_lease {
   cgroup_lease(const cgroup_lease&) = delete;
   ~cgroup_lease() {
     if (!owner_ || !cgroup_) return;
-    cgroup_->close_procs_fd();
     if (cgroup_->populated()) {
       cgroup_->kill();
       cgroup_->wait_empty(std::chrono::milliseconds(2000));
