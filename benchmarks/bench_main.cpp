@@ -36,6 +36,7 @@ struct target {
 const std::multimap<std::string, target>& targets() {
   static const std::multimap<std::string, target> t = {
       {"spawn/true/posix_spawn", {"ratio", 1.10, true}},
+      {"spawn/true/fork_exec:automatic_vs_process_group", {"ratio", 1.05, true}},
       {"spawn/true/landlock:read-only", {"ratio_local", 1.10, true}},
       {"spawn/true/landlock:workspace-write", {"ratio_local", 1.10, true}},
       {"collect/zeros/exec:tail_spill", {"ratio", 0.80, false}},
@@ -101,7 +102,7 @@ class summary_reporter : public benchmark::ConsoleReporter {
         return fmt::format("{:.3f}", max ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end()));
       };
       std::string figures;
-      for (const char* key : {"us", "floor_us", "local_us", "ratio_local", "host_rss_MiB", "MBps", "floor_MBps", "wall_ms",
+      for (const char* key : {"us", "floor_us", "local_us", "process_group_us", "ratio_local", "host_rss_MiB", "MBps", "floor_MBps", "wall_ms",
                               "floor_ms", "KiB_per_task", "KiB_per_task_settled", "growth_MiB_64MiB",
                               "growth_MiB_1GiB"})
         if (auto v = value(key)) figures += fmt::format("{}={:.{}f} ", key, *v, *v < 10 ? 3 : 1);

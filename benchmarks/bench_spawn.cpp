@@ -4,6 +4,13 @@
 // and the subject; `ratio` is subject / floor and `ratio_local` is
 // subject / local_executor (the Landlock and bwrap targets are stated
 // against the unconfined executor).
+//
+// Containment: an executor over fork_exec contains with a cgroup by default
+// (`automatic`, where cgroup v2 works), so `spawn/true/fork_exec` and the
+// Landlock cases include it. `spawn/true/fork_exec:automatic_vs_process_group`
+// pairs the default fork_exec executor with the same executor configured for
+// process_group containment in every iteration; its `ratio` is the cost of
+// default containment per call (issue 10: at most 1.05).
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/local_executor.hpp>
 
@@ -20,6 +27,9 @@
 #include <bashexec/confinement/bwrap.hpp>
 #define BASHEXEC_BENCH_HAS_BWRAP 1
 #endif
+
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -95,6 +105,64 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
   state.counters["host_rss_MiB"] = static_cast<double>(rss_bytes()) / (1 << 20);
 }
 
+/// run("true") of the default fork_exec executor (automatic containment:
+/// a reused per-spawn cgroup here) against the same executor with
+/// process_group containment, alternating inside each iteration. `gap`:
+/// idle time before each call, outside the timed region — an agent's calls
+/// are seconds apart, and joining a cgroup (a write to cgroup.procs) takes
+/// the kernel's cgroup_threadgroup_rwsem for writing, whose first writer
+/// after a quiet spell waits out an RCU grace period (rcu_sync).
+void containment_case(benchmark::State& state, std::chrono::milliseconds gap) {
+  using fork_policies = bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>>;
+  double group_s = 0, subject_s = 0;
+  std::uint64_t n = 0;
+  try {
+    bashexec::basic_executor<fork_policies> subject;
+    bashexec::executor_config group_config;
+    group_config.containment = bashexec::process_containment::process_group;
+    bashexec::basic_executor<fork_policies> group(group_config);
+    if (subject.containment() != bashexec::containment_mechanism::cgroup) {
+      state.SkipWithError(fmt::format("automatic containment chose the process group here: {}",
+                                      subject.containment_fallback())
+                              .c_str());
+      return;
+    }
+    const auto subject_spec = true_spec(subject, std::nullopt);
+    const auto group_spec = true_spec(group, std::nullopt);
+    run_true(subject, subject_spec);
+    run_true(group, group_spec);
+    static unsigned rotation = 0;
+    auto idle = [gap] {
+      if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    };
+    for (auto _ : state) {
+      double g = 0, t = 0;
+      if (rotation++ % 2 == 0) {
+        idle();
+        g = run_true(group, group_spec);
+        idle();
+        t = run_true(subject, subject_spec);
+      } else {
+        idle();
+        t = run_true(subject, subject_spec);
+        idle();
+        g = run_true(group, group_spec);
+      }
+      group_s += g;
+      subject_s += t;
+      ++n;
+      state.SetIterationTime(t);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double calls = static_cast<double>(n);
+  state.counters["us"] = subject_s / calls * 1e6;
+  state.counters["process_group_us"] = group_s / calls * 1e6;
+  state.counters["ratio"] = subject_s / group_s;
+}
+
 void add(const char* name, void (*fn)(benchmark::State&, std::optional<bashexec::sandbox_mode>),
          std::optional<bashexec::sandbox_mode> mode, int iterations) {
   benchmark::RegisterBenchmark(name, fn, mode)
@@ -110,6 +178,16 @@ void register_spawn() {
   add("spawn/true/posix_spawn", spawn_case<policies<>>, std::nullopt, 150);
 #ifdef BASHEXEC_BENCH_HAS_FORK_EXEC
   add("spawn/true/fork_exec", spawn_case<policies<spawn_with<fork_exec>>>, std::nullopt, 150);
+  benchmark::RegisterBenchmark("spawn/true/fork_exec:automatic_vs_process_group", containment_case,
+                               std::chrono::milliseconds(0))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(300);
+  benchmark::RegisterBenchmark("spawn/true/fork_exec:automatic_vs_process_group,50ms_apart", containment_case,
+                               std::chrono::milliseconds(50))
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(60);
 #endif
 #ifdef BASHEXEC_BENCH_HAS_LANDLOCK
   using landlock_policies = policies<spawn_with<fork_exec>, confine_with<landlock>>;

@@ -1,17 +1,27 @@
-// cgroup containment (DESIGN.md "Beyond": no orphans, ever): with
-// `containment = process_containment::cgroup` a command that calls setsid to
-// leave its process group is still stopped by the foreground leftover rule,
-// a timeout, kill() and disposal, and no cgroup directory outlives the
+// cgroup containment (DESIGN.md "Beyond": no orphans, ever; issue 10 point
+// 4): with cgroup containment — the default (`automatic`) of an executor
+// over fork_exec wherever cgroup v2 works — a command that calls setsid,
+// nohup, double-forks or daemonizes is still stopped by the foreground
+// leftover rule, a timeout, an abort, kill() and disposal; the death of the
+// executor's process by SIGKILL kills it too (the guardian); every result
+// says which mechanism contained it; and no cgroup directory outlives the
 // executor. A machine without a usable cgroup v2 hierarchy makes a test
 // WARN "skipped: …" and return, so a skip is always visible.
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -78,7 +88,8 @@ std::string escape_then(const std::string& rest = "") {
          rest;
 }
 
-/// This process's per-spawn cgroups left under `parent`.
+/// This process's executor cgroups left under `parent` (one per live
+/// executor; each holds that executor's per-spawn cgroups).
 std::vector<std::string> our_cgroups(const fs::path& parent) {
   const std::string prefix = "bashexec-" + std::to_string(::getpid()) + "-";
   std::vector<std::string> found;
@@ -95,6 +106,105 @@ std::string cgroup_of(long pid) {
   while (std::getline(in, line))
     if (line.rfind("0::", 0) == 0) return line.substr(3);
   return {};
+}
+
+/// The executor cgroup holding `pid` (the parent of its per-spawn cgroup),
+/// as a path under the cgroup2 mount; empty when it is in none of ours.
+fs::path executor_cgroup_of(long pid) {
+  const std::string own = cgroup_of(pid);
+  const auto spawn = own.rfind("/spawn-");
+  if (spawn == std::string::npos) return {};
+  auto mount = detail::find_cgroup2_mount();
+  if (!mount) return {};
+  std::string relative = own.substr(0, spawn);
+  if (mount->root != "/") relative.erase(0, mount->root.size());
+  return mount->point / fs::path(relative).relative_path();
+}
+
+/// "populated 1" in `dir`/cgroup.events.
+bool cgroup_populated(const fs::path& dir) {
+  return slurp(dir / "cgroup.events").find("populated 1") != std::string::npos;
+}
+
+/// The per-spawn cgroups (sub-directories) of an executor cgroup.
+std::size_t spawn_cgroup_count(const fs::path& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_directory()) ++n;
+  return n;
+}
+
+/// The bytes of a /proc file, empty when the process is gone (an ifstream
+/// throws when a process exits while it is being read).
+std::string read_proc(const fs::path& path) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+/// Live processes whose command line contains `marker` (zombies have none).
+std::vector<long> marked(const std::string& marker) {
+  std::vector<long> found;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return found;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::string line = read_proc(fs::path("/proc") / entry->d_name / "cmdline");
+    for (auto& c : line)
+      if (c == '\0') c = ' ';
+    if (line.find(marker) != std::string::npos && pid_alive(std::atol(entry->d_name)))
+      found.push_back(std::atol(entry->d_name));
+  }
+  ::closedir(dir);
+  return found;
+}
+
+/// This process's children running the cgroup guardian.
+std::vector<long> guardians_of_self() {
+  std::vector<long> found;
+  for (long pid : children_of_self())
+    if (read_proc("/proc/" + std::to_string(pid) + "/cmdline").find("bashexec-guardian") != std::string::npos)
+      found.push_back(pid);
+  return found;
+}
+
+/// A marker no other process's command line contains: the commands below
+/// export its first part and name the escapee "$M-x", and wait for it with
+/// the pattern "$M-[x]", which does not match itself.
+std::string fresh_marker() {
+  static int counter = 0;
+  return "bashexec-orphan-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+}
+
+/// The escapes of issue 10 point 4; each runs `exec -a "$M-x" sleep 300`.
+struct escape_form {
+  const char* name;
+  const char* shape;  // {} is the escapee's bash -c script
+};
+
+const escape_form escape_forms[] = {
+    {"setsid", "setsid bash -c {} </dev/null >/dev/null 2>&1 &"},
+    {"nohup", "nohup bash -c {} </dev/null >/dev/null 2>&1 &"},
+    {"double fork", "( (bash -c {} </dev/null >/dev/null 2>&1 &) & )"},
+    {"setsid double fork", "( (setsid bash -c {} </dev/null >/dev/null 2>&1 &) & )"},
+    {"daemon that closes its stdio", "setsid bash -c 'exec 0<&- 1>&- 2>&-; '{} &"},
+};
+
+/// `export M=<marker>; <escape>` newline `<wait until it runs>; echo seen; rest`.
+std::string escape_command(const escape_form& form, const std::string& marker, const std::string& rest = "") {
+  std::string shape = form.shape;
+  shape.replace(shape.find("{}"), 2, "'exec -a \"$M-x\" sleep 300'");
+  return "export M=" + marker + "; " + shape +
+         "\n until grep -qs -- \"$M-[x]\" /proc/[0-9]*/cmdline; do sleep 0.01; done; echo seen; " + rest;
 }
 
 template <class Executor>
@@ -126,16 +236,21 @@ TEST_CASE("containment: a setsid escapee of a foreground run is dead when run re
     REQUIRE(pid > 1);
     CHECK_FALSE(pid_alive(pid));
     CHECK(result.leftovers_killed);
-    CHECK(our_cgroups(parent).empty());
+    CHECK(result.containment == containment_mechanism::cgroup);
+    CHECK(our_cgroups(parent).size() == 1);  // the executor's own, holding idle per-spawn cgroups
   }
   CHECK(our_cgroups(parent).empty());
 }
 
-TEST_CASE("containment: under process_group containment (the default) a setsid escapee survives run",
-          "[containment]") {
+TEST_CASE("containment: under process_group containment a setsid escapee survives run", "[containment]") {
   // The control case: it shows the escape is real. No cgroup needed.
-  fork_executor executor(fast_config());
+  auto config = fast_config();
+  config.containment = process_containment::process_group;
+  fork_executor executor(config);
+  CHECK(executor.containment() == containment_mechanism::process_group);
+  CHECK(executor.containment_fallback().empty());
   const run_result result = executor.run(executor.resolve({.command = escape_then()}));
+  CHECK(result.containment == containment_mechanism::process_group);
   const long pid = first_pid(result.out.text);
   REQUIRE(pid > 1);
   CHECK(pid_alive(pid));
@@ -165,7 +280,6 @@ TEST_CASE("containment: a timeout kills a setsid escapee", "[containment]") {
   const long pid = first_pid(result.out.text);
   REQUIRE(pid > 1);
   CHECK_FALSE(pid_alive(pid));
-  CHECK(our_cgroups(*probe_cgroup().parent).empty());
 }
 
 TEST_CASE("containment: kill() of a background task kills its setsid escapee", "[containment]") {
@@ -176,10 +290,14 @@ TEST_CASE("containment: kill() of a background task kills its setsid escapee", "
   REQUIRE(pid > 1);
   CHECK(pid_alive(pid));
   CHECK(cgroup_of(pid).find("/bashexec-" + std::to_string(::getpid()) + "-") != std::string::npos);
+  const fs::path mine = executor_cgroup_of(pid);
+  REQUIRE_FALSE(mine.empty());
   CHECK(executor.kill(id));
-  CHECK(executor.wait(id).status == task_status::killed);
+  const task_snapshot facts = executor.wait(id);
+  CHECK(facts.status == task_status::killed);
+  CHECK(facts.containment == containment_mechanism::cgroup);
   CHECK_FALSE(pid_alive(pid));
-  CHECK(our_cgroups(*probe_cgroup().parent).empty());  // removed once empty, at settle
+  CHECK_FALSE(cgroup_populated(mine));  // its cgroup is empty, back in the free list
 }
 
 TEST_CASE("containment: disposal kills the escapees of running and settled tasks and leaves no cgroup",
@@ -198,7 +316,8 @@ TEST_CASE("containment: disposal kills the escapees of running and settled tasks
     CHECK(executor.wait(settled).status == task_status::completed);
     // A background task leaves detached members alone until disposal.
     CHECK(pid_alive(settled_escapee));
-    CHECK(our_cgroups(parent).size() == 2);
+    CHECK(our_cgroups(parent).size() == 1);
+    CHECK(cgroup_populated(executor_cgroup_of(settled_escapee)));
   }
   CHECK_FALSE(pid_alive(running_escapee));
   CHECK_FALSE(pid_alive(settled_escapee));
@@ -225,12 +344,22 @@ TEST_CASE("containment: a configured cgroup_parent holds the per-spawn cgroups a
   CHECK(::rmdir(parent.c_str()) == 0);
 }
 
-TEST_CASE("containment: many short runs neither leak cgroups nor leave children", "[containment]") {
+TEST_CASE("containment: many short runs reuse one per-spawn cgroup and leave no child but the guardian",
+          "[containment]") {
   SKIP_UNLESS(cgroup_missing());
-  fork_executor executor(contained_config());
-  for (int i = 0; i < 20; ++i) CHECK(executor.run(executor.resolve({.command = "true"})).exit_code == 0);
-  CHECK(our_cgroups(*probe_cgroup().parent).empty());
-  CHECK(children_of_self().empty());
+  const fs::path parent = *probe_cgroup().parent;
+  {
+    fork_executor executor(contained_config());
+    for (int i = 0; i < 20; ++i) CHECK(executor.run(executor.resolve({.command = "true"})).exit_code == 0);
+    const auto mine = our_cgroups(parent);
+    REQUIRE(mine.size() == 1);
+    // Steady state makes no cgroup: the one created at construction is reused.
+    CHECK(spawn_cgroup_count(parent / mine.front()) == 1);
+    CHECK(children_of_self() == guardians_of_self());
+    CHECK(guardians_of_self().size() == 1);
+  }
+  CHECK(our_cgroups(parent).empty());
+  CHECK(children_of_self().empty());  // the guardian is reaped at disposal
 }
 
 TEST_CASE("containment: posix_spawner cannot join a cgroup before exec, so the executor refuses it",
@@ -251,8 +380,15 @@ TEST_CASE("containment: validation rejects a relative cgroup_parent, or one with
   config.cgroup_parent = "relative/dir";
   CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("cgroup_parent"));
   config = fast_config();
+  config.containment = process_containment::process_group;
   config.cgroup_parent = "/sys/fs/cgroup";
   CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("cgroup_parent"));
+}
+
+TEST_CASE("containment: validation rejects a containment outside the enum", "[containment][config]") {
+  auto config = fast_config();
+  config.containment = static_cast<process_containment>(7);
+  CHECK_THROWS_WITH(fork_executor(config), Catch::Contains("containment must be automatic, process_group or cgroup"));
 }
 
 TEST_CASE("containment: a cgroup_parent that is not on cgroup2 fails loudly at construction",
@@ -301,4 +437,268 @@ TEMPLATE_TEST_CASE("containment: a confined run is contained too: its setsid esc
     CHECK_FALSE(pid_alive(escapee));
   }
   CHECK(our_cgroups(parent).empty());
+}
+
+// ---- issue 10 point 4: zero orphans by default ----
+
+TEST_CASE("containment: the default config of a fork_exec executor contains with a cgroup and says so on every result",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  CHECK(executor.config().containment == process_containment::automatic);
+  CHECK(executor.containment() == containment_mechanism::cgroup);
+  CHECK(executor.containment_fallback().empty());
+  const run_result result = executor.run(executor.resolve({.command = "cat /proc/self/cgroup"}));
+  CHECK(result.containment == containment_mechanism::cgroup);
+  CHECK(result.out.text.find("/bashexec-" + std::to_string(::getpid()) + "-") != std::string::npos);
+  CHECK(result.out.text.find("/spawn-") != std::string::npos);
+  const task_id id = start(executor, "sleep 0.05");
+  CHECK(executor.get(id).containment == containment_mechanism::cgroup);
+  CHECK(executor.wait(id).containment == containment_mechanism::cgroup);
+}
+
+TEST_CASE("containment: local_executor falls back to the process group (posix_spawn has no hook) and says so",
+          "[containment][default]") {
+  local_executor executor(fast_config());
+  CHECK(executor.containment() == containment_mechanism::process_group);
+  CHECK(executor.containment_fallback().find("posix_spawn") != std::string::npos);
+  CHECK(executor.run(executor.resolve({.command = "true"})).containment == containment_mechanism::process_group);
+  const task_id id = start(executor, "true");
+  CHECK(executor.wait(id).containment == containment_mechanism::process_group);
+}
+
+TEST_CASE("containment: automatic containment never throws: an unusable cgroup_parent falls back to the process group",
+          "[containment][default]") {
+  auto config = fast_config();
+  config.cgroup_parent = fs::temp_directory_path();  // not a cgroup2 directory
+  fork_executor executor(config);
+  CHECK(executor.containment() == containment_mechanism::process_group);
+  CHECK(executor.containment_fallback().find("cgroup2") != std::string::npos);
+  CHECK(executor.run(executor.resolve({.command = "true"})).containment == containment_mechanism::process_group);
+  CHECK(guardians_of_self().empty());  // no guardian without a cgroup
+}
+
+TEST_CASE("containment: every escape form leaves no process once a foreground run returns",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (const auto& form : escape_forms) {
+    INFO(form.name);
+    const std::string marker = fresh_marker();
+    const run_result result = executor.run(executor.resolve({.command = escape_command(form, marker)}));
+    CHECK(result.out.text.find("seen") != std::string::npos);
+    CHECK(result.containment == containment_mechanism::cgroup);
+    CHECK(marked(marker + "-x").empty());
+  }
+}
+
+TEST_CASE("containment: every escape form leaves no process after a timeout", "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (const auto& form : escape_forms) {
+    INFO(form.name);
+    const std::string marker = fresh_marker();
+    const run_result result =
+        executor.run(executor.resolve({.command = escape_command(form, marker, "sleep 300"), .timeout = 3s}));
+    CHECK(result.timed_out);
+    CHECK(result.out.text.find("seen") != std::string::npos);  // the escapee ran before the timeout
+    CHECK(marked(marker + "-x").empty());
+  }
+}
+
+TEST_CASE("containment: every escape form leaves no process after an abort", "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (const auto& form : escape_forms) {
+    INFO(form.name);
+    const std::string marker = fresh_marker();
+    std::stop_source source;
+    std::atomic<bool> seen{false};
+    std::thread aborter([&] {
+      seen = eventually([&] { return !marked(marker + "-x").empty(); }, 20s);
+      source.request_stop();
+    });
+    const run_result result =
+        executor.run(executor.resolve({.command = escape_command(form, marker, "sleep 300"), .stop = source.get_token()}));
+    aborter.join();
+    CHECK(seen.load());
+    CHECK(result.aborted);
+    CHECK(marked(marker + "-x").empty());
+  }
+}
+
+TEST_CASE("containment: every escape form leaves no process after kill of its background task",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (const auto& form : escape_forms) {
+    INFO(form.name);
+    const std::string marker = fresh_marker();
+    const task_id id = start(executor, escape_command(form, marker, "sleep 300"));
+    REQUIRE(eventually([&] { return !marked(marker + "-x").empty(); }, 20s));
+    CHECK(executor.kill(id));
+    const task_snapshot facts = executor.wait(id);
+    CHECK(facts.status == task_status::killed);
+    CHECK(facts.containment == containment_mechanism::cgroup);
+    CHECK(marked(marker + "-x").empty());
+  }
+}
+
+TEST_CASE("containment: every escape form leaves no process after disposal, of running and settled tasks",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  std::vector<std::string> markers;
+  {
+    fork_executor executor(fast_config());
+    for (const auto& form : escape_forms) {
+      INFO(form.name);
+      markers.push_back(fresh_marker());
+      start(executor, escape_command(form, markers.back(), "sleep 300"));  // still running at disposal
+      markers.push_back(fresh_marker());
+      const task_id settled = start(executor, escape_command(form, markers.back()));  // settles, escapee lives on
+      CHECK(executor.wait(settled).status == task_status::completed);
+    }
+    for (const auto& marker : markers) CHECK(eventually([&] { return !marked(marker + "-x").empty(); }, 20s));
+  }
+  for (const auto& marker : markers) CHECK(marked(marker + "-x").empty());
+  CHECK(our_cgroups(*probe_cgroup().parent).empty());
+  CHECK(children_of_self().empty());
+}
+
+#ifdef BASHEXEC_CONTAIN_HOLDER_PATH
+TEST_CASE("containment: SIGKILL of the executor's process kills its contained commands (the guardian)",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  const std::string marker = fresh_marker();
+  int out[2];
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  const char* argv[] = {BASHEXEC_CONTAIN_HOLDER_PATH, marker.c_str(), nullptr};
+  pid_t holder = -1;
+  const int rc = ::posix_spawn(&holder, argv[0], &actions, nullptr, const_cast<char* const*>(argv), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  REQUIRE(rc == 0);
+  std::string said;
+  char buf[256];
+  while (said.find('\n') == std::string::npos) {
+    ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    said.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  CHECK(said == "containment cgroup\n");
+  const bool running = eventually([&] { return marked(marker + "-bg").size() == 1 && marked(marker + "-fg").size() == 1; }, 20s);
+  std::vector<long> escapees;
+  fs::path mine;
+  if (running) {
+    escapees = {marked(marker + "-bg").front(), marked(marker + "-fg").front()};
+    mine = executor_cgroup_of(escapees.front());
+    CHECK(cgroup_of(escapees.front()).find("/bashexec-" + std::to_string(holder) + "-") != std::string::npos);
+    CHECK_FALSE(mine.empty());
+  }
+  ::kill(holder, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(holder, &status, 0) == holder);
+  CHECK(WIFSIGNALED(status));
+  REQUIRE(running);
+  CHECK(eventually([&] { return marked(marker + "-bg").empty() && marked(marker + "-fg").empty(); }, 10s));
+  for (long pid : escapees) CHECK_FALSE(pid_alive(pid));
+  // The guardian removes the directories and exits.
+  CHECK(eventually([&] { return !fs::exists(mine); }, 10s));
+  CHECK(eventually([&] { return marked(mine.string()).empty(); }, 10s));
+}
+#endif
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("containment: SIGKILL of bashexec run leaves none of its command's escapees (sandboxed default mode)",
+          "[containment][default][cli]") {
+  SKIP_UNLESS(cgroup_missing());
+  const std::string marker = fresh_marker();
+  const std::string command = "export M=" + marker +
+                              "; setsid bash -c 'exec -a \"$M-x\" sleep 300' </dev/null >/dev/null 2>&1 &\n"
+                              " sleep 300";
+  const char* argv[] = {BASHEXEC_CLI_PATH, "run", "--", command.c_str(), nullptr};
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t cli = -1;
+  const int rc = ::posix_spawn(&cli, argv[0], &actions, nullptr, const_cast<char* const*>(argv), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  const bool running = eventually([&] { return !marked(marker + "-x").empty(); }, 30s);
+  ::kill(cli, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(cli, &status, 0) == cli);
+  if (!running) {
+    WARN("skipped: the command did not start under bashexec run here (no usable sandbox?)");
+    return;
+  }
+  CHECK(eventually([&] { return marked(marker + "-x").empty(); }, 10s));
+}
+#endif
+
+TEST_CASE("containment: the guardian lives outside the cgroup it kills, in its own session, and goes with the executor",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  {
+    fork_executor executor(fast_config());
+    INFO(executor.containment_fallback());
+    REQUIRE(executor.containment() == containment_mechanism::cgroup);
+    // posix_spawn returns once the kernel let go of the parent, a moment
+    // before the new image's command line is readable.
+    CHECK(eventually([] { return guardians_of_self().size() == 1; }, 5s));
+    const auto guardians = guardians_of_self();
+    REQUIRE(guardians.size() == 1);
+    const long guardian = guardians.front();
+    CHECK(cgroup_of(guardian) == cgroup_of(::getpid()));
+    CHECK(::getsid(static_cast<pid_t>(guardian)) == guardian);
+    // It holds the pipe's read end on stdin and nothing of the host's: 0, 1, 2 only.
+    std::size_t fds = 0;
+    for ([[maybe_unused]] const auto& fd : fs::directory_iterator("/proc/" + std::to_string(guardian) + "/fd")) ++fds;
+    CHECK(fds == 3);
+    // No command inherits the write end: a command sees only its own 0, 1, 2 (and ls's directory).
+    const run_result result = executor.run(executor.resolve({.command = "ls /proc/self/fd | wc -l"}));
+    CHECK(result.out.text == "4\n");
+  }
+  CHECK(guardians_of_self().empty());
+  CHECK(children_of_self().empty());
+}
+
+TEST_CASE("containment: concurrent spawns grow the free list once, and later spawns reuse it", "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  auto three = [&] {
+    std::vector<task_id> ids;
+    for (int i = 0; i < 3; ++i) ids.push_back(start(executor, "sleep 0.3"));
+    for (const auto& id : ids) CHECK(executor.wait(id).status == task_status::completed);
+  };
+  three();
+  const auto mine = our_cgroups(*probe_cgroup().parent);
+  REQUIRE(mine.size() == 1);
+  const fs::path dir = *probe_cgroup().parent / mine.front();
+  CHECK(spawn_cgroup_count(dir) == 3);
+  three();
+  CHECK(executor.run(executor.resolve({.command = "true"})).exit_code == 0);
+  CHECK(spawn_cgroup_count(dir) == 3);
+}
+
+TEST_CASE("containment: a command that freezes its own cgroup is killed, and the next command does not inherit the freeze",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  auto mount = detail::find_cgroup2_mount();
+  REQUIRE(mount);
+  fork_executor executor(fast_config());
+  const std::string freeze = "echo 1 > " + mount->point.string() +
+                             "\"$(sed -n 's/^0:://p' /proc/self/cgroup)\"/cgroup.freeze; sleep 300";
+  const auto begin = steady::now();
+  const run_result frozen = executor.run(executor.resolve({.command = freeze, .timeout = 500ms}));
+  CHECK(frozen.timed_out);
+  CHECK(ms_since(begin) < 10000);
+  const run_result next = executor.run(executor.resolve({.command = "echo ok", .timeout = 5s}));
+  CHECK_FALSE(next.timed_out);
+  CHECK(next.out.text == "ok\n");
 }

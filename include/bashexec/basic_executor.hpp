@@ -43,7 +43,7 @@
 #include <fmt/format.h>
 
 #include "bashexec/config.hpp"
-#include "bashexec/detail/cgroup.hpp"
+#include "bashexec/detail/executor_cgroup.hpp"
 #include "bashexec/detail/child_run.hpp"
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/listeners.hpp"
@@ -194,8 +194,7 @@ class basic_executor {
         confinement_(config_),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)) {
     detail::require_pre_exec_for(config_, spawn_type::supports_pre_exec, spawn_type::name);
-    if (config_.containment == process_containment::cgroup)
-      cgroup_parent_ = detail::resolve_cgroup_parent(config_.cgroup_parent);
+    choose_containment();
     dev_null_ = detail::unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!dev_null_) detail::throw_syscall("open /dev/null");
     dev_null_ = detail::above_stdio(std::move(dev_null_));
@@ -231,6 +230,15 @@ class basic_executor {
     else
       return std::nullopt;
   }
+
+  /// What contains every spawn of this executor (bwrap-confined runs may
+  /// add a pid namespace; each result says what contained it).
+  containment_mechanism containment() const noexcept {
+    return cgroups_ ? containment_mechanism::cgroup : containment_mechanism::process_group;
+  }
+  /// Why `automatic` containment chose the process group rather than a
+  /// cgroup; empty when it did not, or when process_group was asked for.
+  const std::string& containment_fallback() const noexcept { return containment_fallback_; }
 
   const executor_config& config() const noexcept { return config_; }
   const std::filesystem::path& workspace_root() const noexcept { return workspace_root_; }
@@ -292,10 +300,10 @@ class basic_executor {
       task->begin(std::move(process), std::move(launch));
     } catch (const pre_exec_failed& e) {
       // The confinement's own step failed in the child: a runner failure.
-      task->fail_to_start(e.what(), launch.info, launch.confined.has_value());
+      task->fail_to_start(e.what(), launch, launch.confined.has_value());
     } catch (const infrastructure_error& e) {
       // The command never ran: the task settles as killed with the reason.
-      task->fail_to_start(e.what(), launch.info, false);
+      task->fail_to_start(e.what(), launch, false);
     }
     task_id id;
     {
@@ -411,8 +419,27 @@ class basic_executor {
     std::optional<sandbox_info> info;
     detail::parent_pipes pipes;
     detail::unique_fd child_in, child_out, child_err;
-    std::optional<detail::cgroup> cgroup;  // containment = cgroup
+    std::optional<detail::cgroup_lease> cgroup;  // cgroup containment
+    containment_mechanism containment = containment_mechanism::process_group;
   };
+
+  /// Decided once: `automatic` takes a cgroup where the spawn policy can
+  /// join one before exec and the host offers one, else the process group;
+  /// an explicit `cgroup` throws instead of falling back.
+  void choose_containment() {
+    if (config_.containment == process_containment::process_group) return;
+    if constexpr (!spawn_type::supports_pre_exec) {
+      containment_fallback_ = fmt::format(
+          "the {} spawn policy cannot join a cgroup before exec (use spawn_with<fork_exec>)", spawn_type::name);
+    } else {
+      try {
+        cgroups_ = detail::executor_cgroup::create(detail::locate_cgroup_parent(config_.cgroup_parent));
+      } catch (const infrastructure_error& e) {
+        if (config_.containment == process_containment::cgroup) throw;
+        containment_fallback_ = e.what();
+      }
+    }
+  }
 
   confinement_choice select_confinement(const exec_spec& spec) {
     if constexpr (confines) {
@@ -489,14 +516,16 @@ class basic_executor {
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = detail::plan_limits(config_.limits);
     if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
-    if (!cgroup_parent_.empty()) {
-      p.cgroup.emplace(detail::cgroup::create(cgroup_parent_));
+    if (cgroups_) {
+      p.cgroup.emplace(cgroups_->acquire());
       p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
+      p.containment = containment_mechanism::cgroup;
     }
     if constexpr (Confinement::confines) {
       if (confinement) {
         p.confined = confinement->prepare(mode, workspace_root_, p.plan);
         p.info = p.confined->info;
+        if (p.confined->pid_namespace) p.containment = containment_mechanism::pid_namespace;
       }
     }
     return p;
@@ -542,6 +571,7 @@ class basic_executor {
     result.out = child.out().finish();
     result.err = child.err().finish();
     result.sandbox = launch.info;
+    result.containment = launch.containment;
     if constexpr (Confinement::confines) {
       if (launch.confined && result.exit_code && *result.exit_code != 0) {
         if (auto reason = confinement.runner_failure(*launch.confined, result.err.text, result.out.text))
@@ -645,6 +675,7 @@ class basic_executor {
       launch.child_out.reset();
       launch.child_err.reset();
       snapshot_.sandbox = launch.info;
+      snapshot_.containment = launch.containment;
       confined_ = std::move(launch.confined);
       if (confined_) confined_->keep_alive.reset();  // only the spawn needed it
       child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
@@ -664,9 +695,11 @@ class basic_executor {
 
     /// A spawn that failed: the task is settled as killed, the reason in its
     /// stderr; under a confinement that is a runner failure.
-    void fail_to_start(std::string_view reason, const std::optional<sandbox_info>& info, bool confined) {
+    void fail_to_start(std::string_view reason, const prepared& launch, bool confined) {
       spawn_error_ = fmt::format("bashexec: could not start the command: {}\n", reason);
+      const std::optional<sandbox_info>& info = launch.info;
       snapshot_.sandbox = info;
+      snapshot_.containment = launch.containment;
       if (confined) snapshot_.sandbox->runner_failed = true;
     }
 
@@ -1010,7 +1043,10 @@ class basic_executor {
   confinement_type confinement_;
   std::once_flag selected_;
   detail::unique_fd dev_null_;
-  std::filesystem::path cgroup_parent_;  // empty: process-group containment
+  // Empty: process-group containment. Shared with every cgroup lease, so
+  // it is torn down (its guardian reaped) after the last task.
+  std::shared_ptr<detail::executor_cgroup> cgroups_;
+  std::string containment_fallback_;
   std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
 
   mutable std::mutex registry_mutex_;

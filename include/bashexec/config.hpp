@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/containment.hpp"
 #include "bashexec/network_access.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
@@ -85,27 +86,6 @@ struct resource_limits {
   }
 };
 
-/// What a kill reaches (DESIGN.md "Beyond": no orphans, ever).
-enum class process_containment {
-  /// The child's process group (today's behaviour, no extra system calls):
-  /// a command that calls setsid or double-forks into a new group escapes
-  /// kills, the foreground leftover rule and disposal.
-  process_group,
-  /// The process group plus a fresh cgroup v2 per spawn, which the child
-  /// joins before exec: kills also write cgroup.kill, and a run or task is
-  /// settled only once its cgroup is empty, so setsid escapees die too.
-  /// Needs a writable cgroup2 hierarchy with cgroup.kill (Linux 5.14+) and a
-  /// spawn policy with a pre-exec hook (`spawn_with<fork_exec>`); the
-  /// executor's constructor throws when either is missing rather than fall
-  /// back (invalid_argument for the spawn policy, infrastructure_error naming
-  /// what to enable for the host).
-  cgroup,
-};
-
-constexpr std::string_view to_string(process_containment containment) noexcept {
-  return containment == process_containment::cgroup ? "cgroup" : "process_group";
-}
-
 /// How long settled background tasks are remembered, so an executor that
 /// lives for days (a `serve` process) holds bounded memory. Past any limit the
 /// task that settled first is forgotten first: its output tails are freed,
@@ -159,11 +139,13 @@ struct executor_config {
   sandbox_config sandbox;
   /// Per-spawn resource limits; none by default.
   resource_limits limits;
-  /// What kills and disposal reach; see process_containment.
-  process_containment containment = process_containment::process_group;
-  /// containment = cgroup: the cgroup v2 directory per-spawn cgroups
-  /// (`bashexec-<pid>-<random>`) are created in. Empty: this process's own
-  /// v2 cgroup (from /proc/self/cgroup, under the cgroup2 mount found in
+  /// What kills, disposal and the death of the executor's process reach;
+  /// see containment.hpp. `automatic` (cgroup where it works) by default.
+  process_containment containment = process_containment::automatic;
+  /// containment = cgroup or automatic: the cgroup v2 directory the
+  /// executor's own cgroup (`bashexec-<pid>-<random>`, holding one cgroup
+  /// per spawn) is created in. Empty: this process's own v2 cgroup (from
+  /// /proc/self/cgroup, under the cgroup2 mount found in
   /// /proc/self/mountinfo). Must be absolute; the host must be allowed to
   /// move its children into it (it lies under a cgroup the host may write).
   std::optional<std::filesystem::path> cgroup_parent;
@@ -206,6 +188,8 @@ inline void require_pre_exec_for(const executor_config& config, bool supports_pr
                     field, what, spawn_name));
   };
   if (config.limits.any()) refuse("limits", "resource limits are applied");
+  // `automatic` falls back to process_group instead; only an explicit
+  // request for a cgroup is refused.
   if (config.containment == process_containment::cgroup)
     refuse("containment", "cgroup containment moves the child into its cgroup");
 }
@@ -257,9 +241,18 @@ inline void validate(const executor_config& config) {
   require_positive_limit(config.limits.max_address_space_bytes, "max_address_space_bytes");
   require_positive_limit(config.limits.max_file_size_bytes, "max_file_size_bytes");
   require_positive_limit(config.limits.max_open_files, "max_open_files");
+  switch (config.containment) {
+    case process_containment::automatic:
+    case process_containment::process_group:
+    case process_containment::cgroup: break;
+    default:
+      throw std::invalid_argument(fmt::format("containment must be automatic, process_group or cgroup, got {}",
+                                              static_cast<int>(config.containment)));
+  }
   if (config.cgroup_parent) {
-    if (config.containment != process_containment::cgroup)
-      throw std::invalid_argument("cgroup_parent is only used with containment = process_containment::cgroup");
+    if (config.containment == process_containment::process_group)
+      throw std::invalid_argument(
+          "cgroup_parent is not used with containment = process_containment::process_group");
     if (!config.cgroup_parent->is_absolute())
       throw std::invalid_argument(
           fmt::format("cgroup_parent must be an absolute path, got \"{}\"", config.cgroup_parent->string()));

@@ -45,6 +45,9 @@ struct confined_launch {
   detail::unique_fd status;
   /// Anything that must outlive the spawn call (a Landlock ruleset fd).
   std::shared_ptr<void> keep_alive;
+  /// The command runs in a pid namespace of its own whose end kills every
+  /// descendant (bwrap's `--unshare-pid`): the containment the result names.
+  bool pid_namespace = false;
 };
 
 template <class C>

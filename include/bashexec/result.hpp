@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "bashexec/containment.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
@@ -48,6 +49,9 @@ struct run_result {
   collected_output out;
   collected_output err;
   std::optional<sandbox_info> sandbox;
+  /// What contained it: what its kills and leftover rule reached, and what
+  /// would have killed it had the executor's process died (containment.hpp).
+  containment_mechanism containment = containment_mechanism::process_group;
 };
 
 enum class task_status { running, completed, killed };
@@ -69,6 +73,8 @@ struct task_snapshot {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::optional<sandbox_info> sandbox;
+  /// What contains it (see run_result::containment).
+  containment_mechanism containment = containment_mechanism::process_group;
 };
 
 /// An incremental read of a background task (contract 6).

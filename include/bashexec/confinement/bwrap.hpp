@@ -219,6 +219,7 @@ class bwrap {
     plan.argv = std::move(argv);
 
     confined_launch launch;
+    launch.pid_namespace = true;  // the profile's --unshare-pid
     launch.info.mode = mode;
     launch.info.level = enforcement::full;
     launch.status = std::move(status.read);

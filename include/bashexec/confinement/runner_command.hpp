@@ -91,6 +91,7 @@ class runner_command {
     if (plan.argv.empty()) throw std::invalid_argument("runner_command: the launch plan has no argv");
 
     confined_launch launch;
+    launch.pid_namespace = true;  // the profile's --unshare-pid
     launch.info.mode = mode;
     launch.info.level = enforcement::full;
 

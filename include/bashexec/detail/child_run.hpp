@@ -19,11 +19,12 @@
 // exiting, and the `leftovers` cause (the marker the model reads) is
 // recorded only when a running member was there to be stopped.
 //
-// With a cgroup (containment = cgroup) "the group" means both: the process
-// group and every process in the cgroup, which setsid cannot leave. SIGTERM
-// goes to both (to the cgroup's members one by one), the SIGKILL rounds add
-// cgroup.kill, and "no live member" also needs cgroup.events to say
-// "populated 0". Without one nothing here costs an extra system call.
+// With a cgroup (cgroup containment, detail/executor_cgroup.hpp) "the
+// group" means both: the process group and every process in the cgroup,
+// which setsid cannot leave. SIGTERM goes to both (to the cgroup's members
+// one by one), the SIGKILL rounds add cgroup.kill, and "no live member" also
+// needs cgroup.events to say "populated 0". Without one nothing here costs
+// an extra system call.
 #pragma once
 
 #include <algorithm>
@@ -36,7 +37,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "bashexec/detail/cgroup.hpp"
+#include "bashexec/detail/executor_cgroup.hpp"
 #include "bashexec/detail/no_sigpipe.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/process_group.hpp"
@@ -74,7 +75,7 @@ class child_run {
  public:
   child_run(spawned_process process, parent_pipes pipes, std::string stdin_data, Collector out, Collector err,
             stop_timing timing, std::optional<clock::time_point> timeout_at,
-            std::optional<cgroup> contained = std::nullopt)
+            std::optional<cgroup_lease> contained = std::nullopt)
       : pid_(process.pid),
         pidfd_(std::move(process.pidfd)),
         pipes_(std::move(pipes)),
@@ -301,10 +302,10 @@ class child_run {
       pipe.reset();
     }
     pipes_.in.reset();
-    // An empty cgroup goes at once; one that still holds detached members
-    // (a background task's `daemon &`) goes with this object, after disposal
-    // killed them.
-    if (cgroup_ && !cgroup_->populated()) cgroup_->remove();
+    // An empty cgroup goes back to the executor's free list at once; one
+    // that still holds detached members (a background task's `daemon &`)
+    // goes with this object, after disposal killed them.
+    if (cgroup_ && !cgroup_->populated()) cgroup_.reset();
     settled_ = true;
   }
 
@@ -317,7 +318,7 @@ class child_run {
   Collector err_;
   stop_timing timing_;
   std::optional<clock::time_point> timeout_at_;
-  std::optional<cgroup> cgroup_;
+  std::optional<cgroup_lease> cgroup_;
 
   exit_facts exit_;
   bool exited_ = false;
