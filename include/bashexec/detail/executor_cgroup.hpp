@@ -149,6 +149,7 @@ class cgroup_lease {
   void kill() noexcept { cgroup_->kill(); }
   void signal_members(int signo) noexcept { cgroup_->signal_members(signo); }
   bool populated() const noexcept { return cgroup_->populated(); }
+  member_census census() const noexcept { return cgroup_->census(); }
 
  private:
   std::shared_ptr<executor_cgroup> owner_;
