@@ -282,9 +282,17 @@ TEST_CASE("Beyond: under bwrap no escapee outlives the end of its run, its kill 
 }
 
 #ifdef BASHEXEC_CLI_PATH
-TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its sandboxed commands behind",
+TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its commands behind, sandboxed or unconfined",
           "[hardening][orphans][cli]") {
-  SKIP_UNLESS(backend_missing<bwrap_executor>());
+  // Sandboxed: bwrap's pid namespace. Unconfined: the default containment's
+  // cgroup and its guardian (skipped where no cgroup v2 is writable).
+  const bool sandboxed = GENERATE(true, false);
+  INFO((sandboxed ? "sandboxed (read-only)" : "--unconfined"));
+  if (sandboxed) SKIP_UNLESS(backend_missing<bwrap_executor>());
+  if (!sandboxed && std::system("test -w /sys/fs/cgroup/unified/cgroup.procs || test -w /sys/fs/cgroup/cgroup.procs") != 0) {
+    WARN("skipped: no writable cgroup v2 here, so an unconfined command is contained by its process group only");
+    return;
+  }
   temp_dir workspace("/var/tmp");
   const std::string marker = unique_sleep();
   const std::string request = fmt::format(
@@ -292,8 +300,9 @@ TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its sandboxed comman
       marker);
   const fs::path pid_file = workspace.path() / "serve.pid";
   const std::string script = fmt::format(
-      "cd {0} || exit 1; {{ printf '%s\\n' '{1}'; sleep 60; }} | {2} serve --workdir {0} >/dev/null 2>&1 & echo $! > {3}",
-      workspace.str(), request, BASHEXEC_CLI_PATH, pid_file.string());
+      "cd {0} || exit 1; {{ printf '%s\\n' '{1}'; sleep 60; }} | {2} serve {4} --workdir {0} >/dev/null 2>&1 & "
+      "echo $! > {3}",
+      workspace.str(), request, BASHEXEC_CLI_PATH, pid_file.string(), sandboxed ? "" : "--unconfined");
   REQUIRE(std::system(script.c_str()) == 0);
   REQUIRE(eventually([&] { return processes_with(marker).size() >= 3; }));
   const long serve_pid = std::atol(slurp(pid_file).c_str());

@@ -82,7 +82,11 @@ int with_executor(const common_options& options, Body&& body,
     sandbox_executor executor(std::move(config));
     return body(executor);
   }
-  local_executor executor(std::move(config));
+  // fork_exec rather than local_executor's posix_spawn: the same behaviour
+  // and cost, plus a pre-exec hook, so the default (automatic) containment
+  // can put the command in a cgroup — no escapee outlives an unconfined run
+  // either, even when bashexec itself is SIGKILLed.
+  basic_executor<policies<spawn_with<fork_exec>>> executor(std::move(config));
   return body(executor);
 }
 
