@@ -139,8 +139,8 @@ class basic_executor {
       throw infrastructure_error("run: stop was requested before the command was spawned");
     const auto under = confine_under(spec);
     launches_.require_runnable(spec);
-    return detail::run_foreground<spawn_type, collector>(spec, prepare(spec, under), confinement_,
-                                                         confinement_type::name, launches_);
+    return detail::run_foreground<spawn_type, collector>(spec, launches_.build(spec, confinement_, under),
+                                                         confinement_, confinement_type::name, launches_);
   }
 
   /// Starts a background task and returns its id at once (contract 9). The
@@ -155,7 +155,7 @@ class basic_executor {
     reactor_.start();  // before anything is spawned: a child must never lack its driver
 
     auto task = std::make_shared<task_type>(host_, launches_, confinement_, spec, ownership_type::keep(spec.owner));
-    detail::prepared_launch launch = prepare(spec, under);
+    detail::prepared_launch launch = launches_.build(spec, confinement_, under);
     try {
       // On the executor's spawn thread: whatever the kernel ties to the
       // spawning thread (bwrap's die-with-parent) lives as long as we do.
@@ -262,13 +262,6 @@ class basic_executor {
             launches_, config_.sandbox.probe_timeout, confinement_type::name});
       });
     }
-  }
-
-  detail::prepared_launch prepare(const exec_spec& spec, std::optional<sandbox_mode> under) const {
-    detail::prepared_launch launch = launches_.build(spec, confinement_, under);
-    if constexpr (confines)
-      if (!under) launch.info = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};  // unwrapped
-    return launch;
   }
 
   /// How a background task reaches its executor.

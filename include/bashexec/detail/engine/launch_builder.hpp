@@ -150,7 +150,8 @@ class launch_builder {
   }
 
   /// The plan for one spawn; confined by `confinement` under `confine_under`
-  /// when that is set (never danger-full-access), unconfined otherwise.
+  /// when that is set (never danger-full-access), unconfined otherwise — for
+  /// a confining policy that is danger-full-access, reported as such.
   template <class Confinement>
   prepared_launch build(const exec_spec& spec, const Confinement& confinement,
                         std::optional<sandbox_mode> confine_under) const {
@@ -184,6 +185,8 @@ class launch_builder {
         p.confined = confinement.prepare(*confine_under, workspace_root_, p.plan);
         p.info = p.confined->info;
         if (p.confined->pid_namespace) p.containment = containment_mechanism::pid_namespace;
+      } else {
+        p.info = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};  // unwrapped
       }
     }
     return p;
