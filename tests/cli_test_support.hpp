@@ -242,25 +242,7 @@ inline std::string unique_marker(std::string_view what) {
   return fmt::format("bashexec-test-{}-{}-{}", what, ::getpid(), ++counter);
 }
 
-/// Pids of live processes whose command line contains `marker` (zombies,
-/// which have an empty command line, do not count).
-inline std::vector<pid_t> processes_with(const std::string& marker) {
-  std::vector<pid_t> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    // Read with read(2): a process that exits meanwhile fails the read
-    // (ESRCH), which std::ifstream would throw about.
-    const int fd = ::open((entry.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    std::string cmdline;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) cmdline.append(buf, static_cast<std::size_t>(n));
-    ::close(fd);
-    if (cmdline.find(marker) != std::string::npos) found.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  return found;
-}
+using test_support::processes_with;
 
 /// Waits until at least `count` processes carry `marker`.
 inline bool wait_for_processes(const std::string& marker, std::size_t count, std::chrono::milliseconds limit = 20s) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -49,10 +50,22 @@ struct proc_stat {
   int pgrp = 0;
 };
 
+/// The whole of a /proc file, read with read(2): a process that exits
+/// meanwhile fails the read (ESRCH), which std::ifstream would throw about.
+/// Empty when the file cannot be opened or read.
+inline std::string read_proc(const std::filesystem::path& path) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return text;
+}
+
 inline std::optional<proc_stat> read_stat(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  if (!in) return std::nullopt;
-  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = read_proc("/proc/" + pid + "/stat");
+  if (line.empty()) return std::nullopt;
   auto close = line.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   proc_stat st;
@@ -64,6 +77,25 @@ inline std::optional<proc_stat> read_stat(const std::string& pid) {
 inline bool pid_alive(long pid) {
   auto st = read_stat(std::to_string(pid));
   return st && st->state != 'Z' && st->state != 'X';
+}
+
+/// Pids of live (non-zombie) processes whose command line contains
+/// `marker`, this process excluded. It sees every process of the host,
+/// also those inside a pid namespace (bwrap), by their host pids.
+inline std::vector<long> processes_with(const std::string& marker) {
+  std::vector<long> found;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return found;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::string line = read_proc(std::string("/proc/") + entry->d_name + "/cmdline");
+    for (char& c : line)
+      if (c == '\0') c = ' ';
+    const long pid = std::atol(entry->d_name);
+    if (line.find(marker) != std::string::npos && pid != ::getpid() && pid_alive(pid)) found.push_back(pid);
+  }
+  ::closedir(dir);
+  return found;
 }
 
 /// Live (non-zombie) members of process group `pgid`.

@@ -145,22 +145,4 @@ inline std::string unique_sleep() {
   return fmt::format("3{:03}.{}{:05}", counter++ % 1000, ::getpid() % 1000, device() % 100000);
 }
 
-/// Live processes whose command line contains `marker`.
-inline std::vector<long> processes_with(const std::string& marker) {
-  std::vector<long> found;
-  DIR* dir = ::opendir("/proc");
-  if (!dir) return found;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline", std::ios::binary);
-    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (char& c : line)
-      if (c == '\0') c = ' ';
-    const long pid = std::atol(entry->d_name);
-    if (line.find(marker) != std::string::npos && pid != ::getpid() && pid_alive(pid)) found.push_back(pid);
-  }
-  ::closedir(dir);
-  return found;
-}
-
 }  // namespace test_support

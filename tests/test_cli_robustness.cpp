@@ -26,9 +26,10 @@ std::string text_of(const json& response) { return response.at("text").get<std::
 
 bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
-/// What /proc shows for `exec -a NAME sleep 300` once the exec happened:
-/// argv "NAME", "300" — unlike the shell before it, or bashexec's own argv.
-std::string execd_sleep(const std::string& name) { return name + std::string(1, '\0') + "300"; }
+/// What processes_with sees for `exec -a NAME sleep 300` once the exec
+/// happened: argv "NAME", "300" (NULs read as spaces) — unlike the shell
+/// before it ("NAME sleep 300"), or bashexec's own argv.
+std::string execd_sleep(const std::string& name) { return name + " 300"; }
 
 /// Waits until `dir` has an entry (the executor creates its spill directory
 /// when the output it reads first overflows, a moment after the command wrote it).
