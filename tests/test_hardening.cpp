@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bashexec/local_executor.hpp>
@@ -69,11 +70,13 @@ TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, 
       CHECK(seen.exit_code == 0);
       for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapAmb"})
         CHECK_THAT(seen.text, Catch::Contains(std::string(set) + ":\t0000000000000000"));
-      if (::geteuid() == 0 || std::is_same_v<TestType, bwrap_executor>)
+      // As an ordinary user the Landlock hook empties it inside a user
+      // namespace of the child's own; where the kernel refuses those, it
+      // cannot (no_new_privs keeps exec from using it).
+      if (std::is_same_v<TestType, bwrap_executor> || landlock::empties_bounding_set())
         CHECK_THAT(seen.text, Catch::Contains("CapBnd:\t0000000000000000"));
       else
-        WARN("not root: Landlock cannot empty the bounding set without CAP_SETPCAP (no_new_privs keeps exec "
-             "from using it)");
+        WARN("not root and no user namespace allowed: Landlock cannot empty the bounding set");
     }
   }
 }
@@ -344,32 +347,61 @@ TEMPLATE_TEST_CASE("Beyond: a spill file is readable at its printed path by late
   }
 }
 
-TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only when bashexec holds CAP_SYS_ADMIN",
+TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only, as root and as an ordinary user",
           "[hardening][protected][landlock]") {
   SKIP_UNLESS(backend_missing<landlock_executor>());
   if (!landlock::can_bind_read_only()) {
-    WARN("skipped: no CAP_SYS_ADMIN — Landlock alone cannot protect .git (the spawn reports partial)");
+    WARN("skipped: not privileged and no user namespace allowed — Landlock alone cannot protect .git (the spawn "
+         "reports partial)");
     return;
   }
-  temp_dir workspace("/var/tmp");
-  fs::create_directories(workspace.path() / ".git" / "hooks");
-  std::ofstream(workspace.path() / ".git" / "config") << "[core]\n";
-  landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
-  for (via how : both_ways) {
-    INFO("via " << name_of(how));
-    const observed seen = observe(exec,
-                                  {.command = "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; "
-                                              "rm -f .git/config; echo ok > allowed.txt && echo wrote"},
-                                  how);
-    CHECK_THAT(seen.text, Catch::Contains("wrote"));
-    CHECK_THAT(seen.text, Catch::Contains("Read-only file system"));
-    CHECK_FALSE(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
-    CHECK(slurp(workspace.path() / ".git" / "config") == "[core]\n");
-    CHECK(fs::exists(workspace.path() / "allowed.txt"));
-    fs::remove(workspace.path() / "allowed.txt");
+  // /dev/shm: a nosuid,nodev mount, whose flags a user namespace locks — the
+  // read-only remount must keep them or the kernel refuses it.
+  std::vector<fs::path> parents{"/var/tmp"};
+  if (::access("/dev/shm", W_OK) == 0) parents.emplace_back("/dev/shm");
+  for (const fs::path& parent : parents) {
+    temp_dir workspace(parent);
+    fs::create_directories(workspace.path() / ".git" / "hooks");
+    std::ofstream(workspace.path() / ".git" / "config") << "[core]\n";
+    landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+    for (via how : both_ways) {
+      INFO("under " << parent << " via " << name_of(how));
+      const observed seen = observe(exec,
+                                    {.command = "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; "
+                                                "rm -f .git/config; echo ok > allowed.txt && echo wrote"},
+                                    how);
+      CHECK_THAT(seen.text, Catch::Contains("wrote"));
+      CHECK_THAT(seen.text, Catch::Contains("Read-only file system"));
+      CHECK_FALSE(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
+      CHECK(slurp(workspace.path() / ".git" / "config") == "[core]\n");
+      CHECK(fs::exists(workspace.path() / "allowed.txt"));
+      fs::remove(workspace.path() / "allowed.txt");
+    }
+    // The host's mount table is untouched.
+    CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) !=
+          0);
   }
-  // The host's mount table is untouched.
-  CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) != 0);
+}
+
+TEST_CASE("Beyond: under Landlock a command keeps the caller's uid and gid, and its files are the caller's",
+          "[hardening][userns][landlock]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  temp_dir workspace("/var/tmp");
+  landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  // An ordinary user's command runs in a user namespace of its own that maps
+  // only the caller's ids: root's files then read as the overflow uid.
+  const std::string overflow = slurp("/proc/sys/kernel/overflowuid");
+  const run_result result =
+      exec.run(exec.resolve({.command = "id -u; id -g; stat -c %u /; echo x > mine.txt && echo wrote"}));
+  CHECK(result.exit_code == 0);
+  const std::string root_owner =
+      landlock::privileged() || !detail::user_namespace_available() ? "0\n" : overflow;
+  CHECK(result.out.text ==
+        fmt::format("{}\n{}\n{}wrote\n", ::geteuid(), ::getegid(), root_owner));
+  struct stat info {};
+  REQUIRE(::stat((workspace.path() / "mine.txt").c_str(), &info) == 0);
+  CHECK(info.st_uid == ::geteuid());
+  CHECK(info.st_gid == ::getegid());
 }
 
 #ifdef BASHEXEC_CLI_PATH
