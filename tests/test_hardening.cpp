@@ -15,9 +15,13 @@
 #include <vector>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bashexec/host_hardening.hpp>
 #include <bashexec/local_executor.hpp>
 
 #include "sandbox_test_support.hpp"
@@ -129,6 +133,91 @@ TEMPLATE_TEST_CASE(
     }
   }
 }
+
+namespace {
+
+/// What an unconfined command of the same user can reach of process `pid`
+/// through /proc: one word per success.
+std::string host_view_of(long pid) {
+  fork_exec_executor exec(fast_config());
+  const run_result result = exec.run(exec.resolve({.command = fmt::format(
+      "cat /proc/{0}/environ >/dev/null 2>&1 && echo environ; "
+      "(exec 3</proc/{0}/mem) 2>/dev/null && echo mem; "
+      "readlink /proc/{0}/fd/0 >/dev/null 2>&1 && echo fd; "
+      "echo checked", pid)}));
+  return result.out.text;
+}
+
+/// A forked stand-in for a program that embeds an executor: optionally
+/// hardened, then idle until destroyed.
+class host_stand_in {
+ public:
+  explicit host_stand_in(bool hardened) {
+    int ready[2];
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      char ok = 'y';
+      if (hardened) try {
+          harden_host_process();  // the call under test
+        } catch (...) {
+          ok = 'n';
+        }
+      (void)!::write(ready[1], &ok, 1);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char ok = 0;
+    REQUIRE(::read(ready[0], &ok, 1) == 1);
+    ::close(ready[0]);
+    REQUIRE(ok == 'y');
+  }
+  ~host_stand_in() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  host_stand_in(const host_stand_in&) = delete;
+  host_stand_in& operator=(const host_stand_in&) = delete;
+  long pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("contract 14: harden_host_process keeps an unconfined non-root command out of the host's /proc, not root",
+          "[hardening][host][embedding]") {
+  host_stand_in plain(false);
+  host_stand_in hardened(true);
+  CHECK(host_view_of(plain.pid()) == "environ\nmem\nfd\nchecked\n");
+  if (::geteuid() == 0) {
+    // Measured: root's capabilities (CAP_SYS_PTRACE, DAC override) pass an
+    // undumpable process. Only confinement stops an unconfined root command.
+    CHECK(host_view_of(hardened.pid()) == "environ\nmem\nfd\nchecked\n");
+  } else {
+    CHECK(host_view_of(hardened.pid()) == "checked\n");
+  }
+  CHECK_FALSE(host_process_hardened());  // the test process itself was never hardened
+}
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("contract 14: the bashexec program hardens itself before it runs anything",
+          "[hardening][host][embedding][cli]") {
+  temp_dir workspace("/var/tmp");
+  const fs::path out = workspace.path() / "out";
+  // $PPID of the command is the bashexec process (fork_exec spawns directly).
+  const std::string line = fmt::format(
+      "cd {} && {} run --unconfined -- 'stat -c %u /proc/$PPID/environ; "
+      "cat /proc/$PPID/environ >/dev/null 2>&1 && echo read || echo refused' >{} 2>&1",
+      workspace.str(), BASHEXEC_CLI_PATH, out.string());
+  REQUIRE(std::system(line.c_str()) == 0);
+  // Undumpable: its /proc entries belong to root whoever runs it; only root
+  // (with its capabilities) still reads them.
+  CHECK(slurp(out) == (::geteuid() == 0 ? "0\nread\n" : "0\nrefused\n"));
+}
+#endif
 
 TEST_CASE("contract 14: under bwrap the host's processes are out of sight", "[hardening][host][bwrap]") {
   SKIP_UNLESS(backend_missing<bwrap_executor>());

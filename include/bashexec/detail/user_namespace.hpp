@@ -19,6 +19,14 @@
 // under an unprivileged bwrap. Access checks still use the real ids: a file
 // owned by root stays root's, whatever `ls -l` prints.
 //
+// An undumpable host (PR_SET_DUMPABLE 0, `harden_host_process`) cannot
+// write the maps: the child shares its memory until exec, so its /proc
+// files belong to root and opening them fails with EACCES. The namespace is
+// then kept without maps — the powers it is entered for (a mount namespace,
+// dropping the bounding set) need none — and the command sees its own uid
+// and gid as the overflow ids too, while it still acts as the caller: files
+// it creates are the caller's, and every access check uses the real ids.
+//
 // Whether the kernel allows it (user.max_user_namespaces > 0, Debian's
 // kernel.unprivileged_userns_clone, no LSM or seccomp profile refusing it)
 // is probed once per process by doing it: `user_namespace_available()`.
@@ -70,21 +78,23 @@ inline std::size_t format_identity_map(char* out, unsigned long id) noexcept {
 }
 
 /// Moves the calling process into a new user namespace in which its
-/// effective uid and gid map to themselves; it then holds every capability
+/// effective uid and gid map to themselves (unmapped when the host is
+/// undumpable: see the header comment); it then holds every capability
 /// there (and none over the host's resources). Async-signal-safe. Returns 0
 /// or an errno value (EPERM, ENOSPC at user.max_user_namespaces, EINVAL).
 inline int enter_own_user_namespace() noexcept {
   const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
   const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return errno;
+  auto unmapped = [](int error) { return error == EACCES; };  // an undumpable host's /proc files
   // Linux < 3.19 has no setgroups file and no such rule.
   if (int error = write_proc_self_file("/proc/self/setgroups", "deny", 4); error != 0 && error != ENOENT)
-    return error;
+    return unmapped(error) ? 0 : error;
   char line[48];
   if (int error = write_proc_self_file("/proc/self/uid_map", line, format_identity_map(line, uid)); error != 0)
-    return error;
+    return unmapped(error) ? 0 : error;
   if (int error = write_proc_self_file("/proc/self/gid_map", line, format_identity_map(line, gid)); error != 0)
-    return error;
+    return unmapped(error) ? 0 : error;
   return 0;
 }
 
