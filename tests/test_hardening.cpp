@@ -493,6 +493,30 @@ TEST_CASE("Beyond: under Landlock a command keeps the caller's uid and gid, and 
   CHECK(info.st_gid == ::getegid());
 }
 
+// Hidden: run by tests/run_userns_refused.sh (CTest test_hardening_userns_refused),
+// inside a namespace whose user.max_user_namespaces is 0, with no capability.
+TEST_CASE("Beyond: where user namespaces are refused, Landlock still runs the command, reports partial and says why",
+          "[.userns-refused][landlock]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  REQUIRE(std::getenv("BASHEXEC_REFUSING_LIMIT") != nullptr);  // only meaningful in that setting
+  REQUIRE_FALSE(landlock::privileged());
+  CHECK_FALSE(detail::user_namespace_available());
+  CHECK_FALSE(landlock::can_bind_read_only());
+  CHECK_FALSE(landlock::empties_bounding_set());
+  temp_dir workspace("/var/tmp");
+  fs::create_directories(workspace.path() / ".git" / "hooks");
+  landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  const run_result result =
+      exec.run(exec.resolve({.command = "echo planted > .git/hooks/pre-commit && echo ok > beside.txt && echo ran"}));
+  CHECK(result.out.text == "ran\n");
+  REQUIRE(result.sandbox);
+  CHECK(result.sandbox->level == enforcement::partial);
+  // Not enforced, as documented: the honest `partial`, not a silent promise.
+  CHECK(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
+  const landlock policy(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  CHECK(policy.leaves_protected_path_writable(sandbox_mode::workspace_write, workspace.path()));
+}
+
 #ifdef BASHEXEC_CLI_PATH
 TEST_CASE("Beyond: bashexec run keeps the spill file it printed a path to, and nothing when it printed none",
           "[hardening][spill][cli]") {

@@ -21,8 +21,9 @@
 //
 // An undumpable host (PR_SET_DUMPABLE 0, `harden_host_process`) cannot
 // write the maps: the child shares its memory until exec, so its /proc
-// files belong to root and opening them fails with EACCES. The namespace is
-// then kept without maps — the powers it is entered for (a mount namespace,
+// files belong to root and opening them fails with EACCES (and root without
+// CAP_SETFCAP may not map uid 0: EPERM). The namespace is then kept without
+// maps — the powers it is entered for (a mount namespace,
 // dropping the bounding set) need none — and the command sees its own uid
 // and gid as the overflow ids too, while it still acts as the caller: files
 // it creates are the caller's, and every access check uses the real ids.
@@ -86,7 +87,10 @@ inline int enter_own_user_namespace() noexcept {
   const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
   const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return errno;
-  auto unmapped = [](int error) { return error == EACCES; };  // an undumpable host's /proc files
+  // EACCES: an undumpable host's /proc files are root's. EPERM: the kernel
+  // refuses the map itself (uid 0 without CAP_SETFCAP). Either way the
+  // namespace stays usable, unmapped.
+  auto unmapped = [](int error) { return error == EACCES || error == EPERM; };
   // Linux < 3.19 has no setgroups file and no such rule.
   if (int error = write_proc_self_file("/proc/self/setgroups", "deny", 4); error != 0 && error != ENOENT)
     return unmapped(error) ? 0 : error;
