@@ -47,11 +47,19 @@
 
 #include "bashexec/spawn/fork_exec.hpp"
 
+// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation
+// (see spawn/fork_exec.hpp, "Sanitizers").
+#if defined(__GNUC__) || defined(__clang__)
+#define BASHEXEC_DETAIL_USERNS_CHILD __attribute__((no_sanitize_address))
+#else
+#define BASHEXEC_DETAIL_USERNS_CHILD
+#endif
+
 namespace bashexec::detail {
 
 /// Writes `length` bytes of `text` to a /proc/self file in one write, as
 /// the id-map files demand. Returns 0 or an errno value.
-inline int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept {
+BASHEXEC_DETAIL_USERNS_CHILD inline int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept {
   const long fd = ::syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   const long written = ::syscall(SYS_write, fd, text, length);
@@ -61,7 +69,7 @@ inline int write_proc_self_file(const char* path, const char* text, std::size_t 
 }
 
 /// "<id> <id> 1\n" into `out` (at least 36 bytes); returns the length.
-inline std::size_t format_identity_map(char* out, unsigned long id) noexcept {
+BASHEXEC_DETAIL_USERNS_CHILD inline std::size_t format_identity_map(char* out, unsigned long id) noexcept {
   char digits[24];
   std::size_t n = 0;
   do {
@@ -83,28 +91,25 @@ inline std::size_t format_identity_map(char* out, unsigned long id) noexcept {
 /// undumpable: see the header comment); it then holds every capability
 /// there (and none over the host's resources). Async-signal-safe. Returns 0
 /// or an errno value (EPERM, ENOSPC at user.max_user_namespaces, EINVAL).
-inline int enter_own_user_namespace() noexcept {
+BASHEXEC_DETAIL_USERNS_CHILD inline int enter_own_user_namespace() noexcept {
   const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
   const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return errno;
   // EACCES: an undumpable host's /proc files are root's. EPERM: the kernel
   // refuses the map itself (uid 0 without CAP_SETFCAP). Either way the
   // namespace stays usable, unmapped.
-  auto unmapped = [](int error) { return error == EACCES || error == EPERM; };
   // Linux < 3.19 has no setgroups file and no such rule.
-  if (int error = write_proc_self_file("/proc/self/setgroups", "deny", 4); error != 0 && error != ENOENT)
-    return unmapped(error) ? 0 : error;
+  int error = write_proc_self_file("/proc/self/setgroups", "deny", 4);
+  if (error == ENOENT) error = 0;
   char line[48];
-  if (int error = write_proc_self_file("/proc/self/uid_map", line, format_identity_map(line, uid)); error != 0)
-    return unmapped(error) ? 0 : error;
-  if (int error = write_proc_self_file("/proc/self/gid_map", line, format_identity_map(line, gid)); error != 0)
-    return unmapped(error) ? 0 : error;
-  return 0;
+  if (error == 0) error = write_proc_self_file("/proc/self/uid_map", line, format_identity_map(line, uid));
+  if (error == 0) error = write_proc_self_file("/proc/self/gid_map", line, format_identity_map(line, gid));
+  return error == EACCES || error == EPERM ? 0 : error;
 }
 
 /// The probe's child: the user namespace and a private mount namespace in
 /// it, exactly as a spawn's hook would make them; exits with 0 or the errno.
-__attribute__((no_sanitize_address)) inline int user_namespace_probe_child(void*) noexcept {
+BASHEXEC_DETAIL_USERNS_CHILD inline int user_namespace_probe_child(void*) noexcept {
   int error = enter_own_user_namespace();
   if (error == 0 && ::syscall(SYS_unshare, CLONE_NEWNS) != 0) error = errno;
   if (error == 0 && ::syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) error = errno;
@@ -137,3 +142,5 @@ inline bool user_namespace_available() noexcept {
 }
 
 }  // namespace bashexec::detail
+
+#undef BASHEXEC_DETAIL_USERNS_CHILD
