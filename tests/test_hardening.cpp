@@ -15,8 +15,13 @@
 #include <vector>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <bashexec/host_hardening.hpp>
 #include <bashexec/local_executor.hpp>
 
 #include "sandbox_test_support.hpp"
@@ -69,11 +74,13 @@ TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, 
       CHECK(seen.exit_code == 0);
       for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapAmb"})
         CHECK_THAT(seen.text, Catch::Contains(std::string(set) + ":\t0000000000000000"));
-      if (::geteuid() == 0 || std::is_same_v<TestType, bwrap_executor>)
+      // As an ordinary user the Landlock hook empties it inside a user
+      // namespace of the child's own; where the kernel refuses those, it
+      // cannot (no_new_privs keeps exec from using it).
+      if (std::is_same_v<TestType, bwrap_executor> || landlock::empties_bounding_set())
         CHECK_THAT(seen.text, Catch::Contains("CapBnd:\t0000000000000000"));
       else
-        WARN("not root: Landlock cannot empty the bounding set without CAP_SETPCAP (no_new_privs keeps exec "
-             "from using it)");
+        WARN("not root and no user namespace allowed: Landlock cannot empty the bounding set");
     }
   }
 }
@@ -126,6 +133,91 @@ TEMPLATE_TEST_CASE(
     }
   }
 }
+
+namespace {
+
+/// What an unconfined command of the same user can reach of process `pid`
+/// through /proc: one word per success.
+std::string host_view_of(long pid) {
+  fork_exec_executor exec(fast_config());
+  const run_result result = exec.run(exec.resolve({.command = fmt::format(
+      "cat /proc/{0}/environ >/dev/null 2>&1 && echo environ; "
+      "(exec 3</proc/{0}/mem) 2>/dev/null && echo mem; "
+      "readlink /proc/{0}/fd/0 >/dev/null 2>&1 && echo fd; "
+      "echo checked", pid)}));
+  return result.out.text;
+}
+
+/// A forked stand-in for a program that embeds an executor: optionally
+/// hardened, then idle until destroyed.
+class host_stand_in {
+ public:
+  explicit host_stand_in(bool hardened) {
+    int ready[2];
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      char ok = 'y';
+      if (hardened) try {
+          harden_host_process();  // the call under test
+        } catch (...) {
+          ok = 'n';
+        }
+      (void)!::write(ready[1], &ok, 1);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char ok = 0;
+    REQUIRE(::read(ready[0], &ok, 1) == 1);
+    ::close(ready[0]);
+    REQUIRE(ok == 'y');
+  }
+  ~host_stand_in() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  host_stand_in(const host_stand_in&) = delete;
+  host_stand_in& operator=(const host_stand_in&) = delete;
+  long pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("contract 14: harden_host_process keeps an unconfined non-root command out of the host's /proc, not root",
+          "[hardening][host][embedding]") {
+  host_stand_in plain(false);
+  host_stand_in hardened(true);
+  CHECK(host_view_of(plain.pid()) == "environ\nmem\nfd\nchecked\n");
+  if (::geteuid() == 0) {
+    // Measured: root's capabilities (CAP_SYS_PTRACE, DAC override) pass an
+    // undumpable process. Only confinement stops an unconfined root command.
+    CHECK(host_view_of(hardened.pid()) == "environ\nmem\nfd\nchecked\n");
+  } else {
+    CHECK(host_view_of(hardened.pid()) == "checked\n");
+  }
+  CHECK_FALSE(host_process_hardened());  // the test process itself was never hardened
+}
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("contract 14: the bashexec program hardens itself before it runs anything",
+          "[hardening][host][embedding][cli]") {
+  temp_dir workspace("/var/tmp");
+  const fs::path out = workspace.path() / "out";
+  // $PPID of the command is the bashexec process (fork_exec spawns directly).
+  const std::string line = fmt::format(
+      "cd {} && {} run --unconfined -- 'stat -c %u /proc/$PPID/environ; "
+      "cat /proc/$PPID/environ >/dev/null 2>&1 && echo read || echo refused' >{} 2>&1",
+      workspace.str(), BASHEXEC_CLI_PATH, out.string());
+  REQUIRE(std::system(line.c_str()) == 0);
+  // Undumpable: its /proc entries belong to root whoever runs it; only root
+  // (with its capabilities) still reads them.
+  CHECK(slurp(out) == (::geteuid() == 0 ? "0\nread\n" : "0\nrefused\n"));
+}
+#endif
 
 TEST_CASE("contract 14: under bwrap the host's processes are out of sight", "[hardening][host][bwrap]") {
   SKIP_UNLESS(backend_missing<bwrap_executor>());
@@ -344,32 +436,85 @@ TEMPLATE_TEST_CASE("Beyond: a spill file is readable at its printed path by late
   }
 }
 
-TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only when bashexec holds CAP_SYS_ADMIN",
+TEST_CASE("Beyond: under Landlock workspace-write .git stays read-only, as root and as an ordinary user",
           "[hardening][protected][landlock]") {
   SKIP_UNLESS(backend_missing<landlock_executor>());
   if (!landlock::can_bind_read_only()) {
-    WARN("skipped: no CAP_SYS_ADMIN — Landlock alone cannot protect .git (the spawn reports partial)");
+    WARN("skipped: not privileged and no user namespace allowed — Landlock alone cannot protect .git (the spawn "
+         "reports partial)");
     return;
   }
+  // /dev/shm: a nosuid,nodev mount, whose flags a user namespace locks — the
+  // read-only remount must keep them or the kernel refuses it.
+  std::vector<fs::path> parents{"/var/tmp"};
+  if (::access("/dev/shm", W_OK) == 0) parents.emplace_back("/dev/shm");
+  for (const fs::path& parent : parents) {
+    temp_dir workspace(parent);
+    fs::create_directories(workspace.path() / ".git" / "hooks");
+    std::ofstream(workspace.path() / ".git" / "config") << "[core]\n";
+    landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+    for (via how : both_ways) {
+      INFO("under " << parent << " via " << name_of(how));
+      const observed seen = observe(exec,
+                                    {.command = "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; "
+                                                "rm -f .git/config; echo ok > allowed.txt && echo wrote"},
+                                    how);
+      CHECK_THAT(seen.text, Catch::Contains("wrote"));
+      CHECK_THAT(seen.text, Catch::Contains("Read-only file system"));
+      CHECK_FALSE(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
+      CHECK(slurp(workspace.path() / ".git" / "config") == "[core]\n");
+      CHECK(fs::exists(workspace.path() / "allowed.txt"));
+      fs::remove(workspace.path() / "allowed.txt");
+    }
+    // The host's mount table is untouched.
+    CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) !=
+          0);
+  }
+}
+
+TEST_CASE("Beyond: under Landlock a command keeps the caller's uid and gid, and its files are the caller's",
+          "[hardening][userns][landlock]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  temp_dir workspace("/var/tmp");
+  landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  // An ordinary user's command runs in a user namespace of its own that maps
+  // only the caller's ids: root's files then read as the overflow uid.
+  const std::string overflow = slurp("/proc/sys/kernel/overflowuid");
+  const run_result result =
+      exec.run(exec.resolve({.command = "id -u; id -g; stat -c %u /; echo x > mine.txt && echo wrote"}));
+  CHECK(result.exit_code == 0);
+  const std::string root_owner =
+      landlock::privileged() || !detail::user_namespace_available() ? "0\n" : overflow;
+  CHECK(result.out.text ==
+        fmt::format("{}\n{}\n{}wrote\n", ::geteuid(), ::getegid(), root_owner));
+  struct stat info {};
+  REQUIRE(::stat((workspace.path() / "mine.txt").c_str(), &info) == 0);
+  CHECK(info.st_uid == ::geteuid());
+  CHECK(info.st_gid == ::getegid());
+}
+
+// Hidden: run by tests/run_userns_refused.sh (CTest test_hardening_userns_refused),
+// inside a namespace whose user.max_user_namespaces is 0, with no capability.
+TEST_CASE("Beyond: where user namespaces are refused, Landlock still runs the command, reports partial and says why",
+          "[.userns-refused][landlock]") {
+  SKIP_UNLESS(backend_missing<landlock_executor>());
+  REQUIRE(std::getenv("BASHEXEC_REFUSING_LIMIT") != nullptr);  // only meaningful in that setting
+  REQUIRE_FALSE(landlock::privileged());
+  CHECK_FALSE(detail::user_namespace_available());
+  CHECK_FALSE(landlock::can_bind_read_only());
+  CHECK_FALSE(landlock::empties_bounding_set());
   temp_dir workspace("/var/tmp");
   fs::create_directories(workspace.path() / ".git" / "hooks");
-  std::ofstream(workspace.path() / ".git" / "config") << "[core]\n";
   landlock_executor exec(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
-  for (via how : both_ways) {
-    INFO("via " << name_of(how));
-    const observed seen = observe(exec,
-                                  {.command = "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; "
-                                              "rm -f .git/config; echo ok > allowed.txt && echo wrote"},
-                                  how);
-    CHECK_THAT(seen.text, Catch::Contains("wrote"));
-    CHECK_THAT(seen.text, Catch::Contains("Read-only file system"));
-    CHECK_FALSE(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
-    CHECK(slurp(workspace.path() / ".git" / "config") == "[core]\n");
-    CHECK(fs::exists(workspace.path() / "allowed.txt"));
-    fs::remove(workspace.path() / "allowed.txt");
-  }
-  // The host's mount table is untouched.
-  CHECK(std::system(("grep -q ' " + (workspace.path() / ".git").string() + " ' /proc/self/mountinfo").c_str()) != 0);
+  const run_result result =
+      exec.run(exec.resolve({.command = "echo planted > .git/hooks/pre-commit && echo ok > beside.txt && echo ran"}));
+  CHECK(result.out.text == "ran\n");
+  REQUIRE(result.sandbox);
+  CHECK(result.sandbox->level == enforcement::partial);
+  // Not enforced, as documented: the honest `partial`, not a silent promise.
+  CHECK(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
+  const landlock policy(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  CHECK(policy.leaves_protected_path_writable(sandbox_mode::workspace_write, workspace.path()));
 }
 
 #ifdef BASHEXEC_CLI_PATH

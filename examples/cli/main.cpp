@@ -324,6 +324,15 @@ int main_impl(int argc, char** argv) {
 }  // namespace bashexec::cli
 
 int main(int argc, char** argv) {
+  // First: no command this process runs — an unconfined one included — may
+  // read its environment, memory or descriptors through /proc (non-root
+  // commands; docs/security.md, "Embedding the executor").
+  try {
+    bashexec::harden_host_process();
+  } catch (const std::exception& e) {
+    bashexec::cli::note("bashexec: {}\n", e.what());
+    return bashexec::cli::exit_cannot_run;
+  }
   // A harness that closes our stdout must not kill us mid-cleanup; children
   // still start with default dispositions (the spawn policies reset them).
   std::signal(SIGPIPE, SIG_IGN);

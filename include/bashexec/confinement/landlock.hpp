@@ -35,7 +35,14 @@
 // Capabilities. The hook leaves the command none (detail/capabilities.hpp):
 // bounding, ambient, inheritable, permitted and effective sets emptied, so a
 // command run by root cannot remount, nsenter, unshare, chroot or open raw
-// sockets. Signals: from ABI 6 the domain is scoped for signals, so a
+// sockets. Emptying the bounding set needs CAP_SETPCAP, and the protected
+// paths' mount namespace CAP_SYS_ADMIN: a spawner without both (an ordinary
+// user, root in a container without CAP_SYS_ADMIN) has its child enter a
+// user namespace of its own first, mapping the caller's uid and gid 1:1
+// (detail/user_namespace.hpp), where it holds both; the steps are then the
+// same as root's. Where the kernel refuses user namespaces (probed once per
+// process) the bounding set stays full — no_new_privs keeps exec from using
+// it — and protected paths stay writable (below). Signals: from ABI 6 the domain is scoped for signals, so a
 // command cannot signal any process outside its own sandbox (the executor,
 // its parent, other sessions' commands). The host's /proc entries stay
 // visible (no pid namespace here: its init would be the shell, which
@@ -44,12 +51,13 @@
 // /proc/<pid>/environ, mem, fd/ and friends of every process outside.
 //
 // Protected paths (`sandbox.protected_paths`, `.git` by default) under
-// workspace-write: when the executor holds CAP_SYS_ADMIN (root), the hook
-// first moves the child into a private mount namespace where each existing
-// one is a read-only bind of itself (before Landlock, which forbids mount
-// calls; the command then has no capability to undo it). Without
-// CAP_SYS_ADMIN they are NOT enforced: the spawn leaves them writable and
-// says so with `partial` (as workspace-write under Landlock always is).
+// workspace-write: the hook first moves the child into a private mount
+// namespace where each existing one is a read-only bind of itself (before
+// Landlock, which forbids mount calls; the command then has no capability
+// to undo it) — as root directly, as anyone else inside the user namespace
+// above. Where neither is possible they are NOT enforced: the spawn leaves
+// them writable and says so with `partial` (as workspace-write under
+// Landlock always is, for metadata).
 // Why Landlock alone cannot: Landlock rules only add access, and a right granted on a directory holds
 // for its whole subtree, so "the root writable except .git" is not
 // expressible. The alternative — granting write on each top-level entry but
@@ -118,6 +126,7 @@
 #include "bashexec/detail/seccomp_filter.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/user_namespace.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
 
@@ -133,6 +142,9 @@ struct landlock_ruleset {
   unique_fd fd;
   int number = -1;
   std::optional<seccomp_filter> filter;
+  /// Not privileged: enter a user namespace of the caller's own first
+  /// (detail/user_namespace.hpp), for the mount namespace and the bounding set.
+  bool user_namespace = false;
   /// Paths to bind read-only in a private mount namespace, and the C
   /// strings the child reads (owned by `read_only_binds`).
   std::vector<std::string> read_only_binds;
@@ -142,6 +154,8 @@ struct landlock_ruleset {
 /// The pre-exec hook. Async-signal-safe: bare system calls only.
 inline int landlock_apply(const void* context) noexcept {
   const auto* ruleset = static_cast<const landlock_ruleset*>(context);
+  if (ruleset->user_namespace)
+    if (int error = enter_own_user_namespace(); error != 0) return error;
   // Mounts first: Landlock refuses them once the domain is on.
   if (int error = bind_read_only_in_private_mount_namespace(ruleset->read_only_bind_names.data(),
                                                             static_cast<int>(ruleset->read_only_bind_names.size()));
@@ -244,14 +258,14 @@ class landlock {
       allow(fd, mode, "/tmp", handled, false);
     }
 
+    ruleset->user_namespace = !privileged() && detail::user_namespace_available();
     if (mode == sandbox_mode::workspace_write && can_bind_read_only()) {
       for (const auto& path : detail::existing_protected_paths(root, protected_))
         ruleset->read_only_binds.push_back(path.string());
       for (const auto& path : ruleset->read_only_binds) ruleset->read_only_bind_names.push_back(path.c_str());
     }
 
-    plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(),
-                              ruleset->filter ? "landlock_restrict_self / seccomp filter" : "landlock_restrict_self"};
+    plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)};
     confined_launch launch;
     launch.info.mode = mode;
     const bool files_full =
@@ -263,16 +277,33 @@ class landlock {
 
   /// Whether a workspace-write spawn under `root` leaves an existing
   /// protected path writable: only when the executor cannot bind it
-  /// read-only (no CAP_SYS_ADMIN; see the header comment). Such a spawn is
-  /// `partial` anyway (`file_level`); this names one more reason.
+  /// read-only (not privileged and no user namespace; see the header
+  /// comment). Such a spawn is `partial` anyway (`file_level`); this names
+  /// one more reason.
   bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
     return mode == sandbox_mode::workspace_write && !can_bind_read_only() &&
            detail::any_protected_path_exists(root, protected_);
   }
 
   /// Whether protected paths can be bound read-only in a private mount
-  /// namespace: the spawning process holds CAP_SYS_ADMIN.
-  static bool can_bind_read_only() noexcept { return detail::has_effective_capability(CAP_SYS_ADMIN); }
+  /// namespace, and the bounding set emptied: the spawning process is
+  /// privileged, or the kernel lets its child enter a user namespace of its
+  /// own (probed once per process).
+  static bool can_bind_read_only() noexcept { return privileged() || detail::user_namespace_available(); }
+
+  /// Whether a confined command's bounding set ends up empty: the spawner
+  /// may drop it (CAP_SETPCAP), or its child gets a user namespace of its own.
+  static bool empties_bounding_set() noexcept {
+    return detail::has_effective_capability(CAP_SETPCAP) || detail::user_namespace_available();
+  }
+
+  /// Whether the hook can do root's steps as it is: CAP_SYS_ADMIN for the
+  /// mount namespace and CAP_SETPCAP for the bounding set. Anyone else —
+  /// an ordinary user, or root in a container without CAP_SYS_ADMIN — gets
+  /// them from a user namespace of the child's own, where one is allowed.
+  static bool privileged() noexcept {
+    return detail::has_effective_capability(CAP_SYS_ADMIN) && detail::has_effective_capability(CAP_SETPCAP);
+  }
 
   /// Always empty: Landlock has no runner process. Its structural failure
   /// arrives earlier, as `pre_exec_failed` thrown by the spawn.
@@ -283,6 +314,13 @@ class landlock {
   bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
 
  private:
+  static const char* hook_stage(const detail::landlock_ruleset& ruleset) noexcept {
+    if (ruleset.user_namespace)
+      return ruleset.filter ? "user namespace / landlock_restrict_self / seccomp filter"
+                            : "user namespace / landlock_restrict_self";
+    return ruleset.filter ? "landlock_restrict_self / seccomp filter" : "landlock_restrict_self";
+  }
+
   static std::string unavailable_message(sandbox_mode mode, int error) {
     const char* why = error == ENOSYS       ? "this kernel was built without it"
                       : error == EOPNOTSUPP ? "it is built in but disabled at boot"

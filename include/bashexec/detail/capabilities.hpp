@@ -14,6 +14,8 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,9 +25,11 @@ namespace bashexec::detail {
 /// (so an exec — of a root shell, of a file with capabilities — can grant
 /// nothing back), the ambient, inheritable, permitted and effective sets.
 /// Root keeps uid 0 but none of root's powers. Dropping the bounding set
-/// needs CAP_SETPCAP: a caller without it (not root) has nothing in its
-/// other sets to begin with, and no_new_privs keeps exec from adding any,
-/// so EPERM there is skipped. Returns 0 or an errno value.
+/// needs CAP_SETPCAP — root has it, and so has an ordinary user's child in
+/// a user namespace of its own (detail/user_namespace.hpp). A caller with
+/// neither (user namespaces refused) has nothing in its other sets to begin
+/// with, and no_new_privs keeps exec from adding any, so EPERM there is
+/// skipped. Returns 0 or an errno value.
 inline int drop_all_capabilities() noexcept {
   for (long cap = 0; cap < 64; ++cap) {
     if (::syscall(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
@@ -49,11 +53,40 @@ inline bool has_effective_capability(int cap) noexcept {
   return (data[cap / 32].effective >> (cap % 32)) & 1U;
 }
 
+/// The mount flags a read-only remount of the mount holding `path` must
+/// keep: inside a user namespace the kernel locks nosuid, nodev, noexec and
+/// the atime mode of mounts inherited from the host, and a remount that
+/// would clear one fails with EPERM; outside one, clearing them would
+/// quietly loosen the bind (a nosuid workspace with a setuid-capable .git).
+/// Returns 0 and sets `flags`, or an errno value.
+inline int mount_flags_to_keep(const char* path, unsigned long& flags) noexcept {
+  struct statfs info;
+#if defined(__LP64__)
+  if (::syscall(SYS_statfs, path, &info) != 0) return errno;
+#else
+  if (::statfs(path, &info) != 0) return errno;  // struct statfs64 under _FILE_OFFSET_BITS=64
+#endif
+  flags = 0;
+  if (info.f_flags & ST_NOSUID) flags |= MS_NOSUID;
+  if (info.f_flags & ST_NODEV) flags |= MS_NODEV;
+  if (info.f_flags & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (info.f_flags & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (info.f_flags & ST_NOATIME)
+    flags |= MS_NOATIME;
+  else if (info.f_flags & ST_RELATIME)
+    flags |= MS_RELATIME;
+  else
+    flags |= MS_STRICTATIME;  // the kernel would otherwise default the remount to relatime
+  return 0;
+}
+
 /// Moves the caller into a private mount namespace in which each of
 /// `paths` (absolute, existing) is a read-only bind of itself. Needs
-/// CAP_SYS_ADMIN; the host's mounts are untouched, and a command left with
-/// no capabilities (and under Landlock, which refuses every mount call)
-/// cannot undo it. Returns 0 or an errno value.
+/// CAP_SYS_ADMIN over the caller's user namespace (root, or a child in a
+/// user namespace of its own: detail/user_namespace.hpp); the host's mounts
+/// are untouched, and a command left with no capabilities (and under
+/// Landlock, which refuses every mount call) cannot undo it. Returns 0 or
+/// an errno value.
 inline int bind_read_only_in_private_mount_namespace(const char* const* paths, int count) noexcept {
   if (count == 0) return 0;
   if (::syscall(SYS_unshare, CLONE_NEWNS) != 0) return errno;
@@ -61,7 +94,9 @@ inline int bind_read_only_in_private_mount_namespace(const char* const* paths, i
   if (::syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
   for (int i = 0; i < count; ++i) {
     if (::syscall(SYS_mount, paths[i], paths[i], nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
-    if (::syscall(SYS_mount, nullptr, paths[i], nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0)
+    unsigned long kept = 0;
+    if (int error = mount_flags_to_keep(paths[i], kept); error != 0) return error;
+    if (::syscall(SYS_mount, nullptr, paths[i], nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | kept, nullptr) != 0)
       return errno;
   }
   return 0;

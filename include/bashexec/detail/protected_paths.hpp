@@ -1,6 +1,7 @@
 // detail/protected_paths: where `sandbox.protected_paths` are under a
-// workspace root right now — shared by the bwrap profile (which binds them
-// read-only) and Landlock (which cannot, and reports `partial`).
+// workspace root right now — shared by the bwrap profile and Landlock's hook,
+// which both bind them read-only (Landlock only where it can have a mount
+// namespace; elsewhere it reports `partial`).
 #pragma once
 
 #include <filesystem>
