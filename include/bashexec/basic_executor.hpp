@@ -265,6 +265,7 @@ class basic_executor {
     spec.env = std::move(request.env);
     spec.owner = std::move(request.owner);
     spec.mode = request.mode;
+    spec.progress = std::move(request.progress);
     if constexpr (confines)
       if (!spec.mode) spec.mode = default_mode();
     return spec;
@@ -559,7 +560,7 @@ class basic_executor {
                                        collector(config_.output_cap, spills_, output_stream::err), foreground_timing(),
                                        started + std::min(spec.timeout, config_.max_timeout),
                                        std::move(launch.cgroup));
-    drive_until_settled(child, spec.stop);
+    drive_until_settled(child, spec.stop, spec.progress.get());
 
     run_result result;
     result.exit_code = child.exit().exit_code;
@@ -594,7 +595,8 @@ class basic_executor {
 
   /// The foreground event loop: poll over the child's pipes, its pidfd and
   /// (when the caller can stop) an eventfd the stop callback signals.
-  void drive_until_settled(detail::child_run<collector>& child, const std::stop_token& stop) {
+  void drive_until_settled(detail::child_run<collector>& child, const std::stop_token& stop,
+                           run_progress* progress) {
     detail::unique_fd stop_fd;
     std::optional<std::stop_callback<std::function<void()>>> on_stop;
     if (stop.stop_possible()) {
@@ -645,6 +647,10 @@ class basic_executor {
           child.on_exit_signalled(now);
         else
           child.on_readable(sources[i], scratch.get(), scratch_size, now);
+      }
+      if (progress) {
+        progress->stdout_bytes.store(child.out().total(), std::memory_order_relaxed);
+        progress->stderr_bytes.store(child.err().total(), std::memory_order_relaxed);
       }
       child.on_time(now);
     }
