@@ -42,6 +42,8 @@ executor_config make_config(const common_options& options) {
   if (options.workdir) config.cwd = std::filesystem::absolute(*options.workdir);
   config.sandbox.default_mode = options.mode;
   config.sandbox.network = options.network;
+  config.containment = options.containment;
+  config.limits = options.limits;
   return config;
 }
 
@@ -169,7 +171,7 @@ int run_command(std::vector<std::string_view> argv) {
       options.command = args.rest();
       break;
     }
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", run_help), 0;
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", run_help, limits_help), 0;
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
     if (parse_common(flag, args, options)) continue;
     if (flag == "--timeout") {
@@ -305,7 +307,7 @@ int serve_command(std::vector<std::string_view> argv) {
   serve_options options;
   while (!args.done()) {
     auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", serve_help), 0;
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", serve_help, limits_help), 0;
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
     if (!parse_server_flag(flag, args, options)) unknown_flag("serve", flag);
   }
@@ -317,7 +319,7 @@ int mcp_command(std::vector<std::string_view> argv) {
   mcp_options options;
   while (!args.done()) {
     auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", mcp_help), 0;
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", mcp_help, limits_help), 0;
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
     if (parse_server_flag(flag, args, options)) continue;
     if (flag == "--session") {

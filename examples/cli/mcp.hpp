@@ -109,7 +109,9 @@ inline constexpr std::size_t notice_level = 2;
 inline bool valid_id(const nlohmann::json& id) { return id.is_string() || id.is_number_integer(); }
 
 /// A map key for an id: its JSON text, so that 1 and "1" differ.
-inline std::string id_key(const nlohmann::json& id) { return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+inline std::string id_key(const nlohmann::json& id) {
+  return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 /// Tool annotations (2025-03-26 and later): hints a client may show or use
 /// to decide what to confirm. `bash_output` only reads; `bash` runs anything
@@ -497,7 +499,8 @@ class mcp_server {
       nlohmann::json tool = {{"name", schema["name"]},
                              {"description", schema["description"]},
                              {"inputSchema", schema["input_schema"]}};
-      if (mcp::at_least(version, "2025-03-26")) tool["annotations"] = mcp::annotations(schema["name"].template get<std::string>());
+      if (mcp::at_least(version, "2025-03-26"))
+        tool["annotations"] = mcp::annotations(schema["name"].template get<std::string>());
       list.push_back(std::move(tool));
     }
     return list;
@@ -511,8 +514,9 @@ class mcp_server {
     }
     const std::string& tool = name->get_ref<const std::string&>();
     if (std::find(tool_names.begin(), tool_names.end(), tool) == tool_names.end()) {
-      reply(batch, mcp::error(std::move(id), mcp::invalid_params,
-                              fmt::format("unknown tool {} (bash, bash_output, bash_kill)", command_summary(tool, 100))));
+      reply(batch,
+            mcp::error(std::move(id), mcp::invalid_params,
+                       fmt::format("unknown tool {} (bash, bash_output, bash_kill)", command_summary(tool, 100))));
       return true;
     }
     auto call = std::make_shared<call_state>();
@@ -603,7 +607,8 @@ class mcp_server {
       id = fmt::format("bashexec-approval-{}", ++last_question_);
       answer = questions_[mcp::id_key(id)].get_future();
     }
-    nlohmann::json params = {{"message", mcp::approval_message(request)}, {"requestedSchema", mcp::approval_form(request)}};
+    nlohmann::json params = {{"message", mcp::approval_message(request)},
+                             {"requestedSchema", mcp::approval_form(request)}};
     if (mcp::at_least(version, "2025-11-25")) params["mode"] = "form";
     out_.emit({{"jsonrpc", "2.0"}, {"id", id}, {"method", "elicitation/create"}, {"params", std::move(params)}});
     // A cancelled call withdraws its question (and tells the client so).

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include <bashexec/config.hpp>
+#include <bashexec/containment.hpp>
 #include <bashexec/network_access.hpp>
 #include <bashexec/sandbox_mode.hpp>
 
@@ -42,6 +45,7 @@ Subcommands:
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
 Network (confined calls only): full (default), loopback, none.
+run, serve and mcp also take --containment and the --max-* resource limits.
 Run `bashexec SUBCOMMAND --help` for the details of one subcommand.
 )";
 
@@ -168,8 +172,24 @@ struct common_options {
   sandbox_mode mode = sandbox_mode::read_only;
   network_access network = network_access::full;
   std::optional<std::string> workdir;
+  /// --containment and the per-process limits (executor_config's knobs).
+  process_containment containment = process_containment::automatic;
+  resource_limits limits;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
+
+/// The help lines of the containment and limits flags, which `run`, `serve`
+/// and `mcp` share.
+inline constexpr std::string_view limits_help = R"(Containment and limits (every command of this process):
+  --containment HOW   automatic (default: a cgroup per command where the host
+                      allows it, else the process group), process-group, or
+                      cgroup (an error when the host cannot)
+  --max-processes N   RLIMIT_NPROC (per user id, system-wide; not enforced for root)
+  --max-memory BYTES  RLIMIT_AS, virtual address space per process
+  --max-cpu-time S    RLIMIT_CPU seconds per process (wall time is the timeout)
+  --max-file-size BYTES  RLIMIT_FSIZE, the largest file a process may write
+  --max-open-files N  RLIMIT_NOFILE
+)";
 
 struct run_options : common_options {
   std::optional<std::chrono::milliseconds> timeout;
@@ -241,9 +261,37 @@ inline sandbox_mode parse_mode(std::string_view text) {
       fmt::format("--mode: unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", text));
 }
 
+/// A positive integer flag value (a count, bytes or seconds).
+inline std::uint64_t parse_positive(std::string_view flag, std::string_view text) {
+  std::uint64_t n = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (error != std::errc{} || end != text.data() + text.size() || n == 0)
+    throw usage_error(fmt::format("{}: expected a positive integer, got \"{}\"", flag, text));
+  return n;
+}
+
+inline process_containment parse_containment(std::string_view text) {
+  if (text == "automatic") return process_containment::automatic;
+  if (text == "process-group") return process_containment::process_group;
+  if (text == "cgroup") return process_containment::cgroup;
+  throw usage_error(fmt::format("--containment: expected automatic, process-group or cgroup, got \"{}\"", text));
+}
+
 /// Handles the flags every subcommand shares; false when `flag` is not one.
 inline bool parse_common(std::string_view flag, arguments& args, common_options& options) {
-  if (flag == "--mode") {
+  if (flag == "--containment") {
+    options.containment = parse_containment(args.value(flag));
+  } else if (flag == "--max-processes") {
+    options.limits.max_processes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-memory") {
+    options.limits.max_address_space_bytes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-cpu-time") {
+    options.limits.max_cpu_time = std::chrono::seconds(parse_positive(flag, args.value(flag)));
+  } else if (flag == "--max-file-size") {
+    options.limits.max_file_size_bytes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-open-files") {
+    options.limits.max_open_files = parse_positive(flag, args.value(flag));
+  } else if (flag == "--mode") {
     options.mode = parse_mode(args.value(flag));
   } else if (flag == "--unconfined") {
     options.mode = sandbox_mode::danger_full_access;

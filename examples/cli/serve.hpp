@@ -63,6 +63,10 @@ class closing_flag {
   std::atomic<bool> set_{false};
 };
 
+/// What `serve` writes when even an error response could not be built.
+inline constexpr std::string_view serve_fallback_line =
+    R"({"id":null,"text":"internal error: a response could not be built","is_error":true})";
+
 /// Writes whole JSON lines to a descriptor (stdout), one writer at a time.
 /// Once the server is closing, a line waits at most `patience` for the
 /// descriptor to take it; after that (or after a write error such as EPIPE)
@@ -72,8 +76,7 @@ class line_writer {
  public:
   /// `fallback` is the line written in place of a null one: what a handler
   /// answers when even its error response could not be built (out of memory).
-  line_writer(int fd, const closing_flag& closing,
-              std::string_view fallback = R"({"id":null,"text":"internal error: a response could not be built","is_error":true})",
+  line_writer(int fd, const closing_flag& closing, std::string_view fallback = serve_fallback_line,
               std::chrono::milliseconds patience = std::chrono::seconds(2))
       : fd_(fd), closing_(closing), fallback_(fallback), patience_(patience) {}
 
@@ -382,7 +385,9 @@ class tool_server {
         continue;
       }
       pool_.launch([this, shared_call] { out_.emit(handler_.run(*shared_call, pool_.stop_token())); },
-                   [this, shared_call](std::string_view reason) { out_.emit(response(shared_call->id, reason, true)); });
+                   [this, shared_call](std::string_view reason) {
+                     out_.emit(response(shared_call->id, reason, true));
+                   });
     }
     finish();
   }

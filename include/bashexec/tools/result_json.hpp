@@ -79,7 +79,8 @@ inline nlohmann::json tool_facts(const run_result& result) {
           {"timed_out", result.timed_out},
           {"aborted", result.aborted},
           {"denied", result.sandbox && result.sandbox->denied},
-          {"mode", result.sandbox ? nlohmann::json(std::string(to_string(result.sandbox->mode))) : nlohmann::json(nullptr)},
+          {"mode", result.sandbox ? nlohmann::json(std::string(to_string(result.sandbox->mode)))
+                                  : nlohmann::json(nullptr)},
           {"stdout_truncated", result.out.truncated},
           {"stderr_truncated", result.err.truncated}};
 }
