@@ -10,7 +10,13 @@ packages=(
   catch2 libbenchmark-dev              # tests and benchmarks
   bubblewrap util-linux procps         # sandbox backend (+ setpriv, script); ps/pgrep for tests
   clang-14 libfuzzer-14-dev llvm-14    # fuzz lane (scripts/run-fuzz.sh); llvm-symbolizer for its reports
+  python3                              # the stdlib MCP and serve tests (tests/mcp, examples/)
 )
+
+# The MCP SDK test (tests/mcp) needs node and npm; a machine that already has
+# them (from NodeSource, nvm, …) keeps its own, otherwise Debian's come in.
+if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -53,3 +53,26 @@ add_test(NAME test_hardening_userns_refused
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests
           "[.userns-refused]")
 set_tests_properties(test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+
+# --- bashexec mcp and serve driven from other languages ----------------------
+# The official MCP TypeScript SDK client (tests/mcp/run.sh installs it with
+# `npm ci` from the lock file into the build tree; exit 77, a SKIP with the
+# reason printed, when node or npm is absent), Python's standard library, and
+# the two examples. The Node ones share one node_modules, hence the lock.
+if(TARGET bashexec_cli)
+  set(mcp_node_work ${CMAKE_CURRENT_BINARY_DIR}/mcp-node)
+  add_test(NAME mcp_sdk_client
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run.sh ${mcp_node_work}
+            ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_sdk_test.mjs $<TARGET_FILE:bashexec_cli> ${mcp_node_work})
+  add_test(NAME example_mcp_client
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run.sh ${mcp_node_work}
+            ${PROJECT_SOURCE_DIR}/examples/mcp/mcp_client.mjs $<TARGET_FILE:bashexec_cli> "echo hello from bashexec")
+  set_tests_properties(mcp_sdk_client example_mcp_client PROPERTIES
+    TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mcp" RESOURCE_LOCK bashexec_mcp_node)
+  add_test(NAME mcp_stdlib_client
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_stdlib_test.py $<TARGET_FILE:bashexec_cli>
+            ${CMAKE_CURRENT_BINARY_DIR})
+  add_test(NAME example_serve_harness
+    COMMAND python3 ${PROJECT_SOURCE_DIR}/examples/serve_harness.py $<TARGET_FILE:bashexec_cli>)
+  set_tests_properties(mcp_stdlib_client example_serve_harness PROPERTIES TIMEOUT 120 LABELS "mcp")
+endif()

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -924,4 +925,55 @@ TEST_CASE("contract 11: notices go to the empty session as to any other, and say
   executor.finish(task_id("bash-2"), 0);
   executor.finish(task_id("bash-3"), 0);
   CHECK(owners == std::vector<std::optional<owner_token>>{owner_token(""), std::nullopt, owner_token("s1")});
+}
+
+TEST_CASE("the caller's progress counters reach a foreground run only", "[tools][progress]") {
+  auto executor = unconfined();
+  bash_tools tools(executor);
+  auto context = session();
+  context.progress = std::make_shared<run_progress>();
+  tools.call("bash", bash_args(), context);
+  CHECK(executor.requests.back().progress == context.progress);
+  auto args = bash_args();
+  args["run_in_background"] = true;
+  tools.call("bash", args, context);
+  CHECK(executor.requests.back().progress == nullptr);
+}
+
+TEST_CASE("contract 20: tool results carry their facts as JSON beside the byte-exact text", "[tools][facts]") {
+  auto executor = confining();
+  bash_tools tools(executor);
+  executor.next_result.exit_code = 1;
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false};
+  const auto foreground = tools.call("bash", bash_args("touch x"), session());
+  REQUIRE(foreground.facts);
+  CHECK((*foreground.facts)["exit_code"] == 1);
+  CHECK((*foreground.facts)["signal"].is_null());
+  CHECK((*foreground.facts)["denied"] == true);
+  CHECK((*foreground.facts)["mode"] == "read-only");
+  CHECK((*foreground.facts)["timed_out"] == false);
+  CHECK((*foreground.facts)["aborted"] == false);
+  // Equality is what the model sees: the facts only restate the text.
+  CHECK(foreground == tool_result{foreground.text, false});
+
+  auto args = bash_args("make");
+  args["run_in_background"] = true;
+  const auto started = tools.call("bash", args, session());
+  CHECK(started.facts == json{{"task_id", "bash-1"}, {"status", "running"}});
+  const auto read = tools.call("bash_output", {{"task_id", "bash-1"}}, session());
+  REQUIRE(read.facts);
+  CHECK((*read.facts)["task_id"] == "bash-1");
+  CHECK((*read.facts)["status"] == "running");
+  CHECK((*read.facts)["lossy"] == false);
+  const auto killed = tools.call("bash_kill", {{"task_id", "bash-1"}}, session());
+  REQUIRE(killed.facts);
+  CHECK((*killed.facts)["killed"] == true);
+  const auto again = tools.call("bash_kill", {{"task_id", "bash-1"}}, session());
+  REQUIRE(again.facts);
+  CHECK((*again.facts)["killed"] == false);
+  CHECK((*again.facts)["status"] == "killed");
+
+  const auto bad = tools.call("bash", {{"command", "ls"}}, session());
+  CHECK(bad.is_error);
+  CHECK_FALSE(bad.facts);
 }

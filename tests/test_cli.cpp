@@ -104,7 +104,7 @@ TEST_CASE("bashexec rejects unknown flags and prints help and version", "[cli]")
   auto bad = cli_run("run --frobnicate -- true");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.text.find("--frobnicate") != std::string::npos);
-  for (auto sub : {"", "run ", "serve ", "tools "}) {
+  for (auto sub : {"", "run ", "serve ", "mcp ", "tools "}) {
     auto help = cli_run(std::string(sub) + "--help");
     CHECK(help.exit_code == 0);
     CHECK(help.out.text.find("Usage") != std::string::npos);
@@ -112,6 +112,27 @@ TEST_CASE("bashexec rejects unknown flags and prints help and version", "[cli]")
     CHECK(version.exit_code == 0);
     CHECK(version.out.text.find("bashexec 0.") == 0);
   }
+}
+
+TEST_CASE("bashexec run and serve and mcp take the containment and resource-limit flags", "[cli][limits]") {
+  auto limited = cli_run("run --unconfined --max-open-files 17 --max-file-size 4096 -- 'ulimit -n; ulimit -f'");
+  CHECK(limited.exit_code == 0);
+  CHECK(limited.out.text == "17\n4\n");  // bash's ulimit -f counts 1024-byte blocks
+  auto grouped = cli_run("run --unconfined --containment process-group -- 'echo contained'");
+  CHECK(grouped.exit_code == 0);
+  CHECK(grouped.out.text == "contained\n");
+  for (auto bad : {"--containment sometimes", "--max-processes 0", "--max-memory lots", "--max-cpu-time -1"}) {
+    auto refused = cli_run(std::string("run ") + bad + " -- true");
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.text.find(std::string(bad).substr(0, std::string(bad).find(' '))) != std::string::npos);
+  }
+  for (auto sub : {"run", "serve", "mcp"}) {
+    auto help = cli_run(std::string(sub) + " --help");
+    CHECK(help.out.text.find("--containment HOW") != std::string::npos);
+    CHECK(help.out.text.find("--max-open-files N") != std::string::npos);
+  }
+  CHECK(cli_run("mcp --help").out.text.find("elicitation/create") != std::string::npos);
+  CHECK(cli_run("mcp --session '' --unconfined").exit_code == 2);
 }
 
 TEST_CASE("bashexec tools prints the schemas, with escalation fields only under a sandbox", "[cli]") {

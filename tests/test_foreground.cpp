@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -487,4 +488,27 @@ TEST_CASE("contract 5: spill files are named by their stream, unpredictably, 060
   // from another one.
   CHECK(first.out.spill_path != second.out.spill_path);
   CHECK(first.out.spill_path->filename().string().size() > std::string("spill--stdout").size() + 16);
+}
+
+TEST_CASE("a foreground run keeps its byte counts in run_progress while it runs", "[foreground][progress]") {
+  local_executor executor;
+  auto progress = std::make_shared<run_progress>();
+  exec_request request{.command = "printf 12345; sleep 1; printf 678 >&2", .timeout = 20s};
+  request.progress = progress;
+  std::atomic<bool> seen_midway{false};
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    // Generous: the five stdout bytes arrive long before the sleep ends.
+    while (!done.load()) {
+      if (progress->stdout_bytes.load() == 5 && progress->stderr_bytes.load() == 0) seen_midway = true;
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  const run_result result = executor.run(executor.resolve(std::move(request)));
+  done = true;
+  watcher.join();
+  CHECK(result.out.text == "12345");
+  CHECK(seen_midway.load());
+  CHECK(progress->stdout_bytes.load() == 5);
+  CHECK(progress->stderr_bytes.load() == 3);
 }

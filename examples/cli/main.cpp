@@ -1,5 +1,5 @@
 // The `bashexec` command-line program: `run` one command, `serve` the tools
-// as JSON lines, or print the `tools` schemas — for people trying bashexec
+// as JSON lines or over MCP (`mcp`), or print the `tools` schemas — for people trying bashexec
 // and for harnesses written in languages other than C++.
 #include <cerrno>
 #include <chrono>
@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <type_traits>
 #include <stop_token>
 #include <utility>
 #include <string_view>
@@ -24,6 +26,7 @@
 #include <bashexec/tools/render.hpp>
 #include <bashexec/tools/result_json.hpp>
 
+#include "mcp.hpp"
 #include "options.hpp"
 #include "serve.hpp"
 #include "signals.hpp"
@@ -39,6 +42,8 @@ executor_config make_config(const common_options& options) {
   if (options.workdir) config.cwd = std::filesystem::absolute(*options.workdir);
   config.sandbox.default_mode = options.mode;
   config.sandbox.network = options.network;
+  config.containment = options.containment;
+  config.limits = options.limits;
   return config;
 }
 
@@ -166,7 +171,7 @@ int run_command(std::vector<std::string_view> argv) {
       options.command = args.rest();
       break;
     }
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", run_help), 0;
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", run_help, limits_help), 0;
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
     if (parse_common(flag, args, options)) continue;
     if (flag == "--timeout") {
@@ -234,23 +239,25 @@ int tools_command(std::vector<std::string_view> argv) {
   return 0;
 }
 
-int serve_command(std::vector<std::string_view> argv) {
-  arguments args(std::move(argv));
-  serve_options options;
-  while (!args.done()) {
-    auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", serve_help), 0;
-    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
-    if (parse_common(flag, args, options)) continue;
-    if (flag == "--session-dir")
-      options.session_dir = std::string(args.value(flag));
-    else if (flag == "--approve")
-      options.approve = parse_approval(args.value(flag));
-    else if (flag == "--max-in-flight")
-      options.max_in_flight = parse_max_in_flight(args.value(flag));
-    else
-      unknown_flag("serve", flag);
-  }
+/// The flags `serve` and `mcp` share; false when `flag` is not one.
+bool parse_server_flag(std::string_view flag, arguments& args, serve_options& options) {
+  if (parse_common(flag, args, options)) return true;
+  if (flag == "--session-dir")
+    options.session_dir = std::string(args.value(flag));
+  else if (flag == "--approve")
+    options.approve = parse_approval(args.value(flag));
+  else if (flag == "--max-in-flight")
+    options.max_in_flight = parse_max_in_flight(args.value(flag));
+  else
+    return false;
+  return true;
+}
+
+/// Runs a server (`tool_server` or `mcp_server`) until end of input or a
+/// signal: the session directory (a private one unless --session-dir), the
+/// executor, the signal hook, and the cleanup after it.
+template <template <class> class Server, class Options>
+int run_server(const Options& options) {
   std::filesystem::path session_dir;
   std::optional<std::filesystem::path> private_dir;
   if (options.session_dir) {
@@ -274,7 +281,7 @@ int serve_command(std::vector<std::string_view> argv) {
     status = with_executor(options, [&](auto& executor) {
       std::filesystem::path workdir = options.workdir ? std::filesystem::absolute(*options.workdir)
                                                       : std::filesystem::current_path();
-      tool_server server(executor, options, session_dir, workdir);
+      Server<std::remove_reference_t<decltype(executor)>> server(executor, options, session_dir, workdir);
       {
         const auto on_signal = signals.on_signal([&server] { server.stop(); });
         server.serve();
@@ -295,6 +302,38 @@ int serve_command(std::vector<std::string_view> argv) {
   return status;
 }
 
+int serve_command(std::vector<std::string_view> argv) {
+  arguments args(std::move(argv));
+  serve_options options;
+  while (!args.done()) {
+    auto flag = args.next();
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", serve_help, limits_help), 0;
+    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
+    if (!parse_server_flag(flag, args, options)) unknown_flag("serve", flag);
+  }
+  return run_server<tool_server>(options);
+}
+
+int mcp_command(std::vector<std::string_view> argv) {
+  arguments args(std::move(argv));
+  mcp_options options;
+  while (!args.done()) {
+    auto flag = args.next();
+    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", mcp_help, limits_help), 0;
+    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
+    if (parse_server_flag(flag, args, options)) continue;
+    if (flag == "--session") {
+      options.session = std::string(args.value(flag));
+      if (options.session.empty() || options.session.size() > request_limits{}.max_session_bytes)
+        throw usage_error(fmt::format("--session: expected an id of 1 to {} bytes",
+                                      request_limits{}.max_session_bytes));
+    } else {
+      unknown_flag("mcp", flag);
+    }
+  }
+  return run_server<mcp_server>(options);
+}
+
 int main_impl(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   if (args.empty()) {
@@ -308,8 +347,9 @@ int main_impl(int argc, char** argv) {
     if (subcommand == "--version" || subcommand == "version") return fmt::print("bashexec {}\n", version), 0;
     if (subcommand == "run") return run_command(std::move(rest));
     if (subcommand == "serve") return serve_command(std::move(rest));
+    if (subcommand == "mcp") return mcp_command(std::move(rest));
     if (subcommand == "tools") return tools_command(std::move(rest));
-    throw usage_error(fmt::format("unknown subcommand {} (run, serve, tools)", subcommand));
+    throw usage_error(fmt::format("unknown subcommand {} (run, serve, mcp, tools)", subcommand));
   } catch (const usage_error& e) {
     note("bashexec: {}\nRun `bashexec --help` for usage.\n", e.what());
     return exit_usage;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include <bashexec/config.hpp>
+#include <bashexec/containment.hpp>
 #include <bashexec/network_access.hpp>
 #include <bashexec/sandbox_mode.hpp>
 
@@ -29,16 +32,20 @@ Usage:
   bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                  [--approve never|always|ask] [--max-in-flight N]
+  bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
+               [--session ID] [--approve never|always|ask] [--max-in-flight N]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
 Subcommands:
   run     Run one command and print the model-facing result text (or --json).
   serve   A JSON-lines tool server on stdin/stdout for harnesses in any language.
+  mcp     A Model Context Protocol server on stdin/stdout (Claude Code, Codex, SDKs).
   tools   Print the JSON schemas of the bash, bash_output and bash_kill tools.
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
 Network (confined calls only): full (default), loopback, none.
+run, serve and mcp also take --containment and the --max-* resource limits.
 Run `bashexec SUBCOMMAND --help` for the details of one subcommand.
 )";
 
@@ -108,6 +115,50 @@ Options:
   -h, --help          this text
 )";
 
+inline constexpr std::string_view mcp_help = R"(Usage: bashexec mcp [options]
+
+A Model Context Protocol (MCP) server over the stdio transport: newline-
+delimited JSON-RPC 2.0 on stdin/stdout, diagnostics on stderr only. Start it
+from an MCP client's configuration, e.g.  claude mcp add bashexec -- bashexec mcp
+
+Protocol versions 2025-11-25 (newest), 2025-06-18, 2025-03-26 and 2024-11-05:
+the client's version when it is one of these, else 2025-11-25.
+  tools/list      bash, bash_output, bash_kill with their JSON Schemas and
+                  annotations (bash_output read-only; bash and bash_kill not)
+  tools/call      {content: [{type: "text", text}], isError, structuredContent}
+                  where text is the byte-exact result text `serve` answers
+  notifications/cancelled  aborts that call (its process group is killed);
+                  no response follows
+  _meta.progressToken      notifications/progress while the call runs
+                  (elapsed seconds, bytes of output so far)
+  logging/setLevel         background-task notices arrive as
+                  notifications/message at level "notice"
+  elicitation/create       asks the person about a sandbox_permissions
+                  escalation when the client declared the capability (else
+                  the outcome is "unavailable")
+  batches         only under 2025-03-26, the one version that allows them
+One connection is one session: it owns its background tasks, and its mode
+override is read from --session-dir (a `bashexec serve` set_mode op on the
+same directory and session id sets it). Limits per message as for serve:
+16 MiB, nesting depth 64, 10000 JSON values. End of input: no more messages
+are read, calls in flight are aborted, background tasks are killed, exit 0.
+SIGINT, SIGTERM, SIGHUP: the same, then exit 128+N.
+
+Options:
+  --mode MODE         the session's default mode (default read-only)
+  --unconfined        no sandbox (same as --mode danger-full-access)
+  --network NET       full (default), loopback or none, for every confined call
+  --workdir DIR       the working directory and workspace root
+  --session-dir DIR   where the session log (its mode override) is kept
+                      (default: a private directory, removed at exit)
+  --session ID        the session id: owner of its tasks, name of its log
+                      (default "mcp"; 1 to 80 bytes)
+  --approve POLICY    escalation requests: ask (default: elicitation when the
+                      client supports it, else unavailable), always or never
+  --max-in-flight N   tool calls running at once (default 32, at most 1024)
+  -h, --help          this text
+)";
+
 inline constexpr std::string_view tools_help = R"(Usage: bashexec tools [--mode MODE | --unconfined]
 
 Prints the JSON array of tool schemas a harness gives its model. Under a
@@ -121,8 +172,24 @@ struct common_options {
   sandbox_mode mode = sandbox_mode::read_only;
   network_access network = network_access::full;
   std::optional<std::string> workdir;
+  /// --containment and the per-process limits (executor_config's knobs).
+  process_containment containment = process_containment::automatic;
+  resource_limits limits;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
+
+/// The help lines of the containment and limits flags, which `run`, `serve`
+/// and `mcp` share.
+inline constexpr std::string_view limits_help = R"(Containment and limits (every command of this process):
+  --containment HOW   automatic (default: a cgroup per command where the host
+                      allows it, else the process group), process-group, or
+                      cgroup (an error when the host cannot)
+  --max-processes N   RLIMIT_NPROC (per user id, system-wide; not enforced for root)
+  --max-memory BYTES  RLIMIT_AS, virtual address space per process
+  --max-cpu-time S    RLIMIT_CPU seconds per process (wall time is the timeout)
+  --max-file-size BYTES  RLIMIT_FSIZE, the largest file a process may write
+  --max-open-files N  RLIMIT_NOFILE
+)";
 
 struct run_options : common_options {
   std::optional<std::chrono::milliseconds> timeout;
@@ -137,6 +204,14 @@ struct serve_options : common_options {
   std::optional<std::string> session_dir;
   approval_policy approve = approval_policy::never;
   std::size_t max_in_flight = default_max_in_flight;
+};
+
+/// `mcp` takes `serve`'s options; escalations are asked through elicitation
+/// by default, and the connection is one session.
+struct mcp_options : serve_options {
+  mcp_options() { approve = approval_policy::ask; }
+  std::string session = "mcp";
+  std::chrono::milliseconds progress_interval{500};
 };
 
 /// Walks argv after the subcommand; `--flag value` and `--flag=value` both work.
@@ -186,9 +261,37 @@ inline sandbox_mode parse_mode(std::string_view text) {
       fmt::format("--mode: unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", text));
 }
 
+/// A positive integer flag value (a count, bytes or seconds).
+inline std::uint64_t parse_positive(std::string_view flag, std::string_view text) {
+  std::uint64_t n = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (error != std::errc{} || end != text.data() + text.size() || n == 0)
+    throw usage_error(fmt::format("{}: expected a positive integer, got \"{}\"", flag, text));
+  return n;
+}
+
+inline process_containment parse_containment(std::string_view text) {
+  if (text == "automatic") return process_containment::automatic;
+  if (text == "process-group") return process_containment::process_group;
+  if (text == "cgroup") return process_containment::cgroup;
+  throw usage_error(fmt::format("--containment: expected automatic, process-group or cgroup, got \"{}\"", text));
+}
+
 /// Handles the flags every subcommand shares; false when `flag` is not one.
 inline bool parse_common(std::string_view flag, arguments& args, common_options& options) {
-  if (flag == "--mode") {
+  if (flag == "--containment") {
+    options.containment = parse_containment(args.value(flag));
+  } else if (flag == "--max-processes") {
+    options.limits.max_processes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-memory") {
+    options.limits.max_address_space_bytes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-cpu-time") {
+    options.limits.max_cpu_time = std::chrono::seconds(parse_positive(flag, args.value(flag)));
+  } else if (flag == "--max-file-size") {
+    options.limits.max_file_size_bytes = parse_positive(flag, args.value(flag));
+  } else if (flag == "--max-open-files") {
+    options.limits.max_open_files = parse_positive(flag, args.value(flag));
+  } else if (flag == "--mode") {
     options.mode = parse_mode(args.value(flag));
   } else if (flag == "--unconfined") {
     options.mode = sandbox_mode::danger_full_access;

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <bashexec/run_progress.hpp>
 #include <bashexec/session/session_log.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 #include <bashexec/tools/render.hpp>
@@ -158,9 +159,14 @@ inline std::string short_text(std::string_view text, std::size_t max_bytes = 200
 /// to answer; `id` is whatever could be read of the request's id (null when
 /// nothing could).
 struct parsed_line {
+  /// Why a line was refused, for a protocol that answers each with its own
+  /// code (the MCP server: parse error or invalid request).
+  enum class failure { none, invalid_utf8, malformed, not_object, too_deep, too_many_values };
+
   nlohmann::json id;
   std::optional<nlohmann::json> request;
   std::string error;
+  failure why = failure::none;
 };
 
 /// The top-level scalar `id` of a (possibly cut, invalid or oversized) line,
@@ -176,9 +182,13 @@ inline nlohmann::json recover_id(std::string_view line) {
   }
 }
 
-/// Parses one request line within `limits` (the line length excepted).
-inline parsed_line parse_request_line(std::string_view line, const request_limits& limits = {}) {
+/// Parses one request line within `limits` (the line length excepted): one
+/// JSON object, or with `allow_array` an object or an array (a JSON-RPC
+/// batch, whose elements the caller checks).
+inline parsed_line parse_request_line(std::string_view line, const request_limits& limits = {},
+                                      bool allow_array = false) {
   parsed_line out;
+  using failure = parsed_line::failure;
   if (!is_valid_utf8(line)) {
     std::size_t at = 0;
     while (at < line.size()) {
@@ -188,6 +198,7 @@ inline parsed_line parse_request_line(std::string_view line, const request_limit
       at += n;
     }
     out.id = recover_id(line);
+    out.why = failure::invalid_utf8;
     out.error = fmt::format(
         "request line is not valid UTF-8 (first invalid byte at offset {}); JSON text must be UTF-8. "
         "Nothing was run.",
@@ -198,32 +209,38 @@ inline parsed_line parse_request_line(std::string_view line, const request_limit
   nlohmann::json::sax_parse(line, &scan);
   if (scan.id) out.id = *scan.id;
   if (scan.error) {
+    out.why = failure::malformed;
     out.error = fmt::format("malformed request line: expected one JSON object per line ({})",
                             detail::short_text(*scan.error));
     return out;
   }
-  if (!scan.top_is_object) {
+  if (!scan.top_is_object && !(allow_array && scan.max_depth > 0)) {
+    out.why = failure::not_object;
     out.error = "malformed request line: expected one JSON object per line";
     return out;
   }
   if (scan.max_depth > limits.max_depth) {
+    out.why = failure::too_deep;
     out.error = fmt::format(
         "request nests arrays and objects {} levels deep; at most {} are allowed. Nothing was run.", scan.max_depth,
         limits.max_depth);
     return out;
   }
   if (scan.values > limits.max_values) {
+    out.why = failure::too_many_values;
     out.error = fmt::format("request holds {} JSON values; at most {} are allowed. Nothing was run.", scan.values,
                             limits.max_values);
     return out;
   }
   // Within the limits: the full parse builds a bounded tree.
   auto request = nlohmann::json::parse(line, nullptr, false);
-  if (request.is_discarded() || !request.is_object()) {
+  if (request.is_discarded() || !(request.is_object() || (allow_array && request.is_array()))) {
+    out.why = failure::not_object;
     out.error = "malformed request line: expected one JSON object per line";
     return out;
   }
-  if (auto id = request.find("id"); id != request.end()) out.id = *id;
+  if (request.is_object())
+    if (auto id = request.find("id"); id != request.end()) out.id = *id;
   out.request = std::move(request);
   return out;
 }
@@ -338,6 +355,46 @@ struct tool_call {
   nlohmann::json args;
   std::optional<std::string> session;  // empty: no session, ownerless tasks
   std::shared_ptr<session_log> log;
+  /// Set by a caller that reports progress (the MCP server).
+  std::shared_ptr<run_progress> progress{};
+};
+
+/// Puts an escalation question to whoever answers them; `stop` is the
+/// call's own stop token (a cancelled call withdraws its question).
+using asker = std::function<approval_outcome(const approval_request&, std::stop_token)>;
+
+/// Runs tool calls through one `bash_tools` the way every protocol of the
+/// CLI does: the session, workdir, log and progress of the call, and the
+/// `--approve` policy (`ask` goes to the asker). Shared by `serve` and `mcp`.
+template <class Executor>
+class call_runner {
+ public:
+  call_runner(bash_tools<Executor>& tools, approval_policy policy, std::filesystem::path workdir, asker ask)
+      : tools_(tools), policy_(policy), workdir_(std::move(workdir)), ask_(std::move(ask)) {}
+
+  bash_tools<Executor>& tools() noexcept { return tools_; }
+
+  /// Runs `call`; `stop` aborts a foreground command. Throws only what
+  /// building the context throws (out of memory); `bash_tools::call` never does.
+  tool_result call(const tool_call& call, std::stop_token stop) const {
+    call_context context;
+    if (call.session) context.session = owner_token(*call.session);
+    context.cwd = workdir_;
+    context.log = call.log.get();
+    context.stop = stop;
+    context.progress = call.progress;
+    if (policy_ == approval_policy::always)
+      context.approve = [](const approval_request&) { return approval_outcome::allowed_once; };
+    else if (policy_ == approval_policy::ask && ask_)
+      context.approve = [this, stop](const approval_request& request) { return ask_(request, stop); };
+    return tools_.call(call.tool, call.args, context);
+  }
+
+ private:
+  bash_tools<Executor>& tools_;
+  approval_policy policy_;
+  std::filesystem::path workdir_;
+  asker ask_;
 };
 
 /// Turns request lines into responses over one `bash_tools`. Thread-safe as
@@ -346,8 +403,6 @@ struct tool_call {
 template <class Executor>
 class request_handler {
  public:
-  using asker = std::function<approval_outcome(const approval_request&)>;
-
   /// Under `approval_policy::ask`, `ask` puts the question (default: straight
   /// to `approvals`; the server wraps it to free the call's slot while a
   /// person thinks).
@@ -357,10 +412,10 @@ class request_handler {
       : tools_(tools),
         logs_(logs),
         approvals_(approvals),
-        policy_(policy),
-        workdir_(std::move(workdir)),
         limits_(limits),
-        ask_(ask ? std::move(ask) : asker([&approvals](const approval_request& r) { return approvals.ask(r); })) {}
+        runner_(tools, policy, std::move(workdir),
+                ask ? std::move(ask)
+                    : asker([&approvals](const approval_request& r, std::stop_token) { return approvals.ask(r); })) {}
 
   const request_limits& limits() const noexcept { return limits_; }
 
@@ -383,16 +438,7 @@ class request_handler {
   /// Runs a tool call; `stop` aborts a foreground command. Never throws.
   nlohmann::json run(const tool_call& call, std::stop_token stop = {}) noexcept {
     try {
-      call_context context;
-      if (call.session) context.session = owner_token(*call.session);
-      context.cwd = workdir_;
-      context.log = call.log.get();
-      context.stop = std::move(stop);
-      if (policy_ == approval_policy::always)
-        context.approve = [](const approval_request&) { return approval_outcome::allowed_once; };
-      else if (policy_ == approval_policy::ask)
-        context.approve = ask_;
-      const tool_result result = tools_.call(call.tool, call.args, context);
+      const tool_result result = runner_.call(call, std::move(stop));
       return response(call.id, result.text, result.is_error);
     } catch (const std::exception& e) {
       return internal_error(call.id, e.what());
@@ -501,10 +547,8 @@ class request_handler {
   bash_tools<Executor>& tools_;
   session_logs& logs_;
   approval_desk& approvals_;
-  approval_policy policy_;
-  std::filesystem::path workdir_;
   request_limits limits_;
-  asker ask_;
+  call_runner<Executor> runner_;
 };
 
 /// One request line in, its response out, the tool call (if any) run right

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -61,6 +63,10 @@ class closing_flag {
   std::atomic<bool> set_{false};
 };
 
+/// What `serve` writes when even an error response could not be built.
+inline constexpr std::string_view serve_fallback_line =
+    R"({"id":null,"text":"internal error: a response could not be built","is_error":true})";
+
 /// Writes whole JSON lines to a descriptor (stdout), one writer at a time.
 /// Once the server is closing, a line waits at most `patience` for the
 /// descriptor to take it; after that (or after a write error such as EPIPE)
@@ -68,15 +74,17 @@ class closing_flag {
 /// reading cannot hold the shutdown hostage.
 class line_writer {
  public:
-  line_writer(int fd, const closing_flag& closing, std::chrono::milliseconds patience = std::chrono::seconds(2))
-      : fd_(fd), closing_(closing), patience_(patience) {}
+  /// `fallback` is the line written in place of a null one: what a handler
+  /// answers when even its error response could not be built (out of memory).
+  line_writer(int fd, const closing_flag& closing, std::string_view fallback = serve_fallback_line,
+              std::chrono::milliseconds patience = std::chrono::seconds(2))
+      : fd_(fd), closing_(closing), fallback_(fallback), patience_(patience) {}
 
   /// Never throws; false when the line was dropped.
   bool emit(const nlohmann::json& line) noexcept {
-    // A null line is what the handler answers when even its error response
-    // could not be built (out of memory).
-    std::string text = R"({"id":null,"text":"internal error: a response could not be built","is_error":true})";
+    std::string text;
     try {
+      text = fallback_;
       if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (...) {
     }
@@ -126,6 +134,7 @@ class line_writer {
 
   int fd_;
   const closing_flag& closing_;
+  std::string_view fallback_;
   std::chrono::milliseconds patience_;
   std::mutex mutex_;
   std::atomic<bool> gone_{false};
@@ -196,14 +205,132 @@ class line_reader {
   std::size_t end_ = 0;
 };
 
+/// The worker slots of a server: each call runs on a thread of its own that
+/// holds one of `max_in_flight` slots, and the reader waits for a free slot
+/// before it reads on. `stop()` (end of input, a signal) wakes every waiter
+/// and requests the stop every call's token sees; `join()` waits for the
+/// calls to answer. Shared by `serve` and `mcp`.
+class call_pool {
+ public:
+  call_pool(std::size_t max_in_flight, closing_flag& closing) : max_in_flight_(max_in_flight), closing_(closing) {}
+  call_pool(const call_pool&) = delete;
+  call_pool& operator=(const call_pool&) = delete;
+  ~call_pool() { join(); }
+
+  /// Waits for a free slot; false when the server is closing instead.
+  bool acquire() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
+    if (closing_.is_set()) return false;
+    ++in_flight_;
+    return true;
+  }
+
+  /// The stop every call sees when the server closes.
+  std::stop_token stop_token() const noexcept { return stop_.get_token(); }
+
+  /// Runs `ask` without the calling worker's slot: a call waiting for a
+  /// person holds none, otherwise a full house of such calls would stop the
+  /// reader before it reads their answers. Never throws (a failure is
+  /// `unavailable`).
+  template <class Ask>
+  approval_outcome without_slot(Ask&& ask) noexcept {
+    release();
+    approval_outcome outcome = approval_outcome::cancelled;
+    try {
+      outcome = std::forward<Ask>(ask)();
+    } catch (...) {
+      outcome = approval_outcome::unavailable;
+    }
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
+      ++in_flight_;  // even when closing: the worker releases it once more
+    }
+    return outcome;
+  }
+
+  /// Runs `body` on its own thread, which holds the slot `acquire` took and
+  /// releases it when `body` returns (finished threads are joined as new
+  /// ones start). When no thread can be started, the slot is released and
+  /// `failed` gets the reason; neither function may throw.
+  template <class Body, class Failed>
+  void launch(Body&& body, Failed&& failed) noexcept {
+    std::erase_if(workers_, [](worker& w) {
+      if (!w.finished->load()) return false;
+      w.thread.join();
+      return true;
+    });
+    bool slot_held = true;
+    try {
+      workers_.reserve(workers_.size() + 1);  // push_back below must not throw with a live thread
+      auto finished = std::make_shared<std::atomic<bool>>(false);
+      std::thread thread;
+      try {
+        thread = std::thread([this, body = std::forward<Body>(body), finished]() mutable {
+          body();
+          release();
+          finished->store(true);
+        });
+      } catch (const std::exception& e) {
+        release();
+        slot_held = false;
+        failed(fmt::format("internal error: {}; the call did not run", e.what()));
+        return;
+      }
+      workers_.push_back({std::move(thread), std::move(finished)});
+    } catch (...) {
+      if (slot_held) release();
+      failed("internal error: out of memory; the call did not run");
+    }
+  }
+
+  /// Wakes every waiter and stops every call; safe from any thread.
+  void stop() noexcept {
+    { std::lock_guard lock(mutex_); }  // no waiter misses the closing flag
+    changed_.notify_all();
+    stop_.request_stop();
+  }
+
+  /// Waits for every call's thread (call `stop` first to hurry them).
+  void join() {
+    for (auto& w : workers_)
+      if (w.thread.joinable()) w.thread.join();
+    workers_.clear();
+  }
+
+  /// Gives back a slot `acquire` took for a call that will not start.
+  void release() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      --in_flight_;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  struct worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+
+  std::size_t max_in_flight_;
+  closing_flag& closing_;
+  std::stop_source stop_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t in_flight_ = 0;
+  std::vector<worker> workers_;
+};
+
 template <class Executor>
 class tool_server {
  public:
   tool_server(Executor& executor, const serve_options& options, std::filesystem::path session_dir,
               std::filesystem::path workdir, int in_fd = STDIN_FILENO, int out_fd = STDOUT_FILENO)
-      : max_in_flight_(options.max_in_flight),
-        in_fd_(in_fd),
+      : in_fd_(in_fd),
         out_(out_fd, closing_),
+        pool_(options.max_in_flight, closing_),
         approvals_([this](const nlohmann::json& line) { out_.emit(line); }, options.max_in_flight),
         logs_(std::move(session_dir)),
         tools_(executor,
@@ -211,7 +338,9 @@ class tool_server {
                  out_.emit({{"notice", notice}, {"session", session_json(owner)}});
                }),
         handler_(tools_, logs_, approvals_, options.approve, std::move(workdir), request_limits{},
-                 [this](const approval_request& request) { return ask_without_slot(request); }) {}
+                 [this](const approval_request& request, std::stop_token) {
+                   return pool_.without_slot([&] { return approvals_.ask(request); });
+                 }) {}
 
   tool_server(const tool_server&) = delete;
   tool_server& operator=(const tool_server&) = delete;
@@ -243,11 +372,22 @@ class tool_server {
         continue;
       }
       auto& call = std::get<tool_call>(dispatched);
-      if (!acquire_slot()) {
+      if (!pool_.acquire()) {
         out_.emit(response(call.id, "the server is shutting down; the call did not run", true));
         break;
       }
-      start_worker(std::move(call));
+      std::shared_ptr<tool_call> shared_call;
+      try {
+        shared_call = std::make_shared<tool_call>(std::move(call));
+      } catch (...) {
+        pool_.release();
+        out_.emit(response(nullptr, "internal error: out of memory; the call did not run", true));
+        continue;
+      }
+      pool_.launch([this, shared_call] { out_.emit(handler_.run(*shared_call, pool_.stop_token())); },
+                   [this, shared_call](std::string_view reason) {
+                     out_.emit(response(shared_call->id, reason, true));
+                   });
     }
     finish();
   }
@@ -256,9 +396,7 @@ class tool_server {
   /// Safe from any thread (the signal thread calls it).
   void stop() noexcept {
     closing_.set();
-    { std::lock_guard lock(slots_mutex_); }  // no waiter misses the flag
-    slots_changed_.notify_all();
-    calls_stop_.request_stop();
+    pool_.stop();
     approvals_.close();
   }
 
@@ -268,95 +406,15 @@ class tool_server {
  private:
   void finish() {
     stop();
-    for (auto& w : workers_)
-      if (w.thread.joinable()) w.thread.join();
-    workers_.clear();
+    pool_.join();
   }
 
-  /// Waits for a free slot; false when the server is closing instead.
-  bool acquire_slot() {
-    std::unique_lock lock(slots_mutex_);
-    slots_changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
-    if (closing_.is_set()) return false;
-    ++in_flight_;
-    return true;
-  }
-
-  void release_slot() {
-    {
-      std::lock_guard lock(slots_mutex_);
-      --in_flight_;
-    }
-    slots_changed_.notify_all();
-  }
-
-  /// A call waiting for a person holds no slot: otherwise a full house of
-  /// such calls would stop the reader before it reads their answers.
-  approval_outcome ask_without_slot(const approval_request& request) {
-    release_slot();
-    approval_outcome outcome = approval_outcome::cancelled;
-    try {
-      outcome = approvals_.ask(request);
-    } catch (...) {
-      outcome = approval_outcome::unavailable;
-    }
-    {
-      std::unique_lock lock(slots_mutex_);
-      slots_changed_.wait(lock, [this] { return in_flight_ < max_in_flight_ || closing_.is_set(); });
-      ++in_flight_;  // even when closing: the worker releases it once more
-    }
-    return outcome;
-  }
-
-  struct worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-
-  /// Runs `call` on its own thread, which holds one slot; finished threads
-  /// are joined as new ones start.
-  void start_worker(tool_call call) {
-    std::erase_if(workers_, [](worker& w) {
-      if (!w.finished->load()) return false;
-      w.thread.join();
-      return true;
-    });
-    bool slot_held = true;
-    try {
-      workers_.reserve(workers_.size() + 1);  // push_back below must not throw with a live thread
-      auto finished = std::make_shared<std::atomic<bool>>(false);
-      auto shared_call = std::make_shared<tool_call>(std::move(call));
-      std::thread thread;
-      try {
-        thread = std::thread([this, shared_call, finished] {
-          out_.emit(handler_.run(*shared_call, calls_stop_.get_token()));
-          release_slot();
-          finished->store(true);
-        });
-      } catch (const std::exception& e) {
-        release_slot();
-        slot_held = false;
-        out_.emit(response(shared_call->id, fmt::format("internal error: {}; the call did not run", e.what()), true));
-        return;
-      }
-      workers_.push_back({std::move(thread), std::move(finished)});
-    } catch (...) {
-      if (slot_held) release_slot();
-      out_.emit(response(nullptr, "internal error: out of memory; the call did not run", true));
-    }
-  }
-
-  std::size_t max_in_flight_;
   int in_fd_;
   closing_flag closing_;
   line_writer out_;
+  call_pool pool_;
   approval_desk approvals_;
   session_logs logs_;
-  std::stop_source calls_stop_;
-  std::mutex slots_mutex_;
-  std::condition_variable slots_changed_;
-  std::size_t in_flight_ = 0;
-  std::vector<worker> workers_;
   // Unsubscribes from the executor before the members above go away.
   bash_tools<Executor> tools_;
   request_handler<Executor> handler_;

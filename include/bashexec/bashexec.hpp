@@ -22,6 +22,7 @@
 #include "bashexec/policies.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/run_progress.hpp"
 #include "bashexec/sandbox_executor.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/signal_name.hpp"

@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
 
 #include "bashexec/ids.hpp"
+#include "bashexec/run_progress.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
 namespace bashexec {
@@ -34,6 +36,9 @@ struct exec_request {
   std::optional<std::map<std::string, std::string>> env{};
   std::optional<owner_token> owner{};
   std::optional<sandbox_mode> mode{};
+  /// When set, a foreground `run` keeps its byte counts there as it reads
+  /// (a background task ignores it: `read_output` is its progress).
+  std::shared_ptr<run_progress> progress{};
 };
 
 /// A resolved request: workdir, timeout and stdout cap are always set.
@@ -47,6 +52,7 @@ struct exec_spec {
   std::optional<std::map<std::string, std::string>> env{};
   std::optional<owner_token> owner{};
   std::optional<sandbox_mode> mode{};
+  std::shared_ptr<run_progress> progress{};
 };
 
 }  // namespace bashexec

@@ -24,6 +24,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -40,10 +41,12 @@
 #include "bashexec/ids.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/run_progress.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_log.hpp"
 #include "bashexec/tools/approval.hpp"
 #include "bashexec/tools/render.hpp"
+#include "bashexec/tools/result_json.hpp"
 #include "bashexec/tools/schemas.hpp"
 #include "bashexec/tools/utf8.hpp"
 
@@ -55,8 +58,15 @@ namespace bashexec {
 struct tool_result {
   std::string text;
   bool is_error = false;
+  /// The call's facts as JSON (`tool_facts`: exit code, timed out, denied,
+  /// task id, status), for clients that read fields rather than text; empty
+  /// for a call that failed before it ran anything.
+  std::optional<nlohmann::json> facts{};
 
-  friend bool operator==(const tool_result&, const tool_result&) = default;
+  /// What the model sees: the facts only restate the text.
+  friend bool operator==(const tool_result& a, const tool_result& b) {
+    return a.text == b.text && a.is_error == b.is_error;
+  }
 };
 
 /// Who is calling and from where.
@@ -75,6 +85,8 @@ struct call_context {
   approval_callback approve;
   /// Aborts a foreground run (the run is then an error result).
   std::stop_token stop;
+  /// When set, a foreground run keeps its byte counts there while it runs.
+  std::shared_ptr<run_progress> progress;
 };
 
 /// Receives the owner of a settled background task (`nullopt` for an
@@ -357,7 +369,10 @@ class bash_tools {
     request.command = command;
     request.workdir = resolve_workdir(workdir, context);
     request.timeout = timeout;
-    if (!background) request.stop = context.stop;
+    if (!background) {
+      request.stop = context.stop;
+      request.progress = context.progress;
+    }
     if (background) request.owner = context.session;
     request.mode = wider ? std::optional(wider->mode) : session_mode;
 
@@ -374,9 +389,13 @@ class bash_tools {
     }
 
     try {
-      if (background) return tool_result{render_started(start(spec, context.session)), false};
+      if (background) {
+        const task_id id = start(spec, context.session);
+        return tool_result{render_started(id), false,
+                           nlohmann::json{{"task_id", to_valid_utf8(id.value())}, {"status", "running"}}};
+      }
       const run_result result = executor_.run(spec);
-      return tool_result{render_run_result(result, escalation_advertised()), result.aborted};
+      return tool_result{render_run_result(result, escalation_advertised()), result.aborted, tool_facts(result)};
     } catch (const sandbox_unavailable& e) {
       return error(fmt::format("sandbox unavailable under {} mode: {}; the command did not run", e.mode(),
                                to_valid_utf8(e.what())));
@@ -436,7 +455,9 @@ class bash_tools {
     const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
     const task_read read = executor_.read_output(id);
-    return tool_result{render_task_read(read, escalation_advertised()), false};
+    nlohmann::json facts = tool_facts(read.task);
+    facts["lossy"] = read.lossy;
+    return tool_result{render_task_read(read, escalation_advertised()), false, std::move(facts)};
   }
 
   tool_result call_kill(const nlohmann::json& args, const call_context& context) {
@@ -444,17 +465,21 @@ class bash_tools {
     const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
     const std::string name = to_valid_utf8(id.value());
-    if (executor_.kill(id)) return tool_result{fmt::format("killed task {}", name), false};
+    if (executor_.kill(id))
+      return tool_result{fmt::format("killed task {}", name), false,
+                         nlohmann::json{{"task_id", name}, {"killed", true}, {"status", "running"}}};
     // `kill` is false both for a task that has finished and for one whose
     // kill is already under way (a TERM-ignoring command in its grace
     // period): the text must agree with the status line below it.
     const task_snapshot task = executor_.get(id);
+    nlohmann::json facts = tool_facts(task);
+    facts["killed"] = false;
     if (task.status == task_status::running)
       return tool_result{fmt::format("task {} is already being killed and has not exited yet; nothing more to do\n{}",
                                      name, status_line(task)),
-                         false};
+                         false, std::move(facts)};
     return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name, status_line(task)),
-                       false};
+                       false, std::move(facts)};
   }
 
   // ---- background completion notices ------------------------------------

@@ -70,4 +70,28 @@ inline nlohmann::json to_json(const task_snapshot& task) {
           {"sandbox", task.sandbox ? to_json(*task.sandbox) : nlohmann::json(nullptr)}};
 }
 
+/// The facts of a foreground `bash` call a client can act on without parsing
+/// the result text (the MCP server's `structuredContent`): exit code, signal,
+/// timeout, abort, sandbox denial and the mode the command ran under.
+inline nlohmann::json tool_facts(const run_result& result) {
+  return {{"exit_code", detail::or_null(result.exit_code)},
+          {"signal", detail::signal_json(result.signal)},
+          {"timed_out", result.timed_out},
+          {"aborted", result.aborted},
+          {"denied", result.sandbox && result.sandbox->denied},
+          {"mode", result.sandbox ? nlohmann::json(std::string(to_string(result.sandbox->mode)))
+                                  : nlohmann::json(nullptr)},
+          {"stdout_truncated", result.out.truncated},
+          {"stderr_truncated", result.err.truncated}};
+}
+
+/// The facts of a background task: id, status, exit code, signal, denial.
+inline nlohmann::json tool_facts(const task_snapshot& task) {
+  return {{"task_id", to_valid_utf8(task.id.value())},
+          {"status", std::string(to_string(task.status))},
+          {"exit_code", detail::or_null(task.exit_code)},
+          {"signal", detail::signal_json(task.signal)},
+          {"denied", task.sandbox && task.sandbox->denied}};
+}
+
 }  // namespace bashexec

@@ -33,6 +33,7 @@
 #include "bashexec/output.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/run_progress.hpp"
 
 namespace bashexec::detail {
 
@@ -42,9 +43,10 @@ inline stop_timing foreground_timing(const executor_config& config) {
   return {config.kill_grace, config.drain_timeout, true};
 }
 
-/// The foreground event loop, until the child settles.
+/// The foreground event loop, until the child settles. With `progress`, the
+/// byte counts are stored there after every round of reads.
 template <class Collector>
-void drive_until_settled(child_run<Collector>& child, const std::stop_token& stop) {
+void drive_until_settled(child_run<Collector>& child, const std::stop_token& stop, run_progress* progress) {
   unique_fd stop_fd;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   if (stop.stop_possible()) {
@@ -91,6 +93,10 @@ void drive_until_settled(child_run<Collector>& child, const std::stop_token& sto
       if (!fds[i].revents || child.fd(sources[i]) < 0) continue;
       child.dispatch(sources[i], scratch.get(), scratch_size, now);
     }
+    if (progress) {
+      progress->stdout_bytes.store(child.out().total(), std::memory_order_relaxed);
+      progress->stderr_bytes.store(child.err().total(), std::memory_order_relaxed);
+    }
     child.on_time(now);
   }
 }
@@ -117,7 +123,7 @@ run_result run_foreground(const exec_spec& spec, prepared_launch launch, const C
                              Collector(config.output_cap, builder.spills(), output_stream::err),
                              foreground_timing(config), started + std::min(spec.timeout, config.max_timeout),
                              std::move(launch.cgroup));
-  drive_until_settled(child, spec.stop);
+  drive_until_settled(child, spec.stop, spec.progress.get());
 
   run_result result;
   result.exit_code = child.exit().exit_code;

@@ -49,6 +49,7 @@ inline exec_spec resolve(exec_request request, const resolve_context& context) {
   spec.env = std::move(request.env);
   spec.owner = std::move(request.owner);
   spec.mode = request.mode ? request.mode : context.default_mode;
+  spec.progress = std::move(request.progress);
   return spec;
 }
 

@@ -1,0 +1,295 @@
+// Drives `bashexec mcp` with the official MCP TypeScript SDK (the Client and
+// StdioClientTransport of @modelcontextprotocol/sdk, pinned in
+// package-lock.json) the way Claude Code or any SDK-based client would.
+// Usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR. Prints each sub-check it
+// ran; exits non-zero when a check failed or did not run.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
+
+const [bashexec, workdirBase] = process.argv.slice(2);
+if (!bashexec || !workdirBase) {
+  console.error('usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR');
+  process.exit(2);
+}
+const workdir = join(workdirBase, `mcp-sdk-${process.pid}`);
+rmSync(workdir, { recursive: true, force: true });
+mkdirSync(workdir, { recursive: true });
+
+const expected = [
+  'initialize',
+  'list tools',
+  'foreground call',
+  'denied write under read-only',
+  'background start and bash_output until completed',
+  'logging notice of the settled task',
+  'logging/setLevel honoured',
+  'cancellation kills the running sleep',
+  'progress notifications on a 2 s command',
+  'elicitation-approved escalation',
+  'elicitation-rejected escalation',
+  'no elicitation capability: unavailable',
+  'tool argument error',
+  'unknown tool is a JSON-RPC error',
+  'client closes: nothing left running',
+];
+const ran = new Set();
+let failures = 0;
+
+function check(name, condition, detail = '') {
+  if (condition) {
+    console.log(`ok   - ${name}`);
+  } else {
+    failures++;
+    console.log(`FAIL - ${name}${detail ? `: ${detail}` : ''}`);
+  }
+}
+
+async function section(name, body) {
+  ran.add(name);
+  try {
+    await body();
+  } catch (e) {
+    failures++;
+    console.log(`FAIL - ${name}: threw ${e?.stack ?? e}`);
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/// Pids of processes whose command line contains `needle` (this test's own
+/// pgrep excluded).
+function pids(needle) {
+  try {
+    return execFileSync('pgrep', ['-f', needle], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+async function waitUntil(predicate, ms) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await predicate()) return true;
+    await sleep(50);
+  }
+  return predicate();
+}
+
+function text(result) {
+  return result.content.map((c) => c.text).join('');
+}
+
+async function connect({ elicitation = true, answer = () => ({ action: 'cancel' }) } = {}) {
+  const client = new Client(
+    { name: 'bashexec-sdk-test', version: '1.0.0' },
+    { capabilities: elicitation ? { elicitation: {} } : {} },
+  );
+  const questions = [];
+  if (elicitation) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      questions.push(request.params);
+      return answer(request.params);
+    });
+  }
+  const notices = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => notices.push(n.params));
+  const transport = new StdioClientTransport({
+    command: bashexec,
+    args: ['mcp', '--workdir', workdir],
+    stderr: 'pipe',
+  });
+  await client.connect(transport);
+  return { client, transport, notices, questions };
+}
+
+const bash = (command, extra = {}) => ({
+  name: 'bash',
+  arguments: { command, description: 'test command', ...extra },
+});
+
+// Unique per run, so that pgrep finds only this test's commands.
+const tag = `${process.pid}${Date.now() % 100000}`;
+
+let answer = { action: 'cancel' };
+const main = await connect({ answer: () => answer });
+const { client } = main;
+
+await section('initialize', async () => {
+  check('initialize: the server names itself', client.getServerVersion()?.name === 'bashexec');
+  const caps = client.getServerCapabilities();
+  check('initialize: tools and logging capabilities', caps?.tools !== undefined && caps?.logging !== undefined);
+});
+
+await section('list tools', async () => {
+  const { tools } = await client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  check('list tools: bash, bash_output, bash_kill', tools.map((t) => t.name).join(',') === 'bash,bash_output,bash_kill');
+  check('list tools: bash inputSchema requires command', byName.bash.inputSchema.required.includes('command'));
+  check('list tools: bash offers sandbox_permissions', 'sandbox_permissions' in byName.bash.inputSchema.properties);
+  check('list tools: bash_output is read-only', byName.bash_output.annotations?.readOnlyHint === true);
+  check('list tools: bash is not read-only', byName.bash.annotations?.readOnlyHint === false);
+  check('list tools: bash_kill is not read-only', byName.bash_kill.annotations?.readOnlyHint === false);
+});
+
+await section('foreground call', async () => {
+  const r = await client.callTool(bash('printf "hello\\n"; exit 3'));
+  check('foreground call: byte-exact text', text(r) === 'hello\n[exit code: 3]', JSON.stringify(text(r)));
+  check('foreground call: a non-zero exit is not an error', r.isError === false);
+  check('foreground call: structuredContent exit_code', r.structuredContent?.exit_code === 3);
+});
+
+await section('denied write under read-only', async () => {
+  const r = await client.callTool(bash(`touch ${workdir}/denied`));
+  check('denied write: marker', text(r).includes('[sandbox: file access denied under read-only mode]'), text(r));
+  check('denied write: structuredContent denied', r.structuredContent?.denied === true);
+  check('denied write: no file', !existsSync(join(workdir, 'denied')));
+});
+
+await section('background start and bash_output until completed', async () => {
+  const started = await client.callTool(bash('echo bg-out; sleep 0.3; echo bg-done', { run_in_background: true }));
+  const id = started.structuredContent?.task_id;
+  check('background: started text', text(started) === `started background task ${id}`, text(started));
+  let all = '';
+  let last;
+  const done = await waitUntil(async () => {
+    last = await client.callTool({ name: 'bash_output', arguments: { task_id: id } });
+    all += text(last);
+    return last.structuredContent?.status === 'completed';
+  }, 20000);
+  check('background: completed', done, text(last ?? { content: [] }));
+  check('background: output read', all.includes('bg-out') && all.includes('bg-done'), all);
+  check('background: status line', text(last).includes('[status: completed, exit code: 0]'), text(last));
+
+  await section('logging notice of the settled task', async () => {
+    const seen = await waitUntil(() => main.notices.some((n) => String(n.data).includes(`background task ${id} finished`)), 10000);
+    check('logging notice: notifications/message with the notice text', seen, JSON.stringify(main.notices));
+    const notice = main.notices.find((n) => String(n.data).includes(id));
+    check('logging notice: level notice, logger bashexec', notice?.level === 'notice' && notice?.logger === 'bashexec');
+  });
+});
+
+await section('logging/setLevel honoured', async () => {
+  await client.setLoggingLevel('error');
+  const quiet = await client.callTool(bash('true', { run_in_background: true }));
+  const id = quiet.structuredContent.task_id;
+  await waitUntil(async () => (await client.callTool({ name: 'bash_output', arguments: { task_id: id } })).structuredContent?.status !== 'running', 10000);
+  await sleep(500); // generous: the notice would follow the settle at once
+  check('setLevel error: no notice for a settled task', !main.notices.some((n) => String(n.data).includes(`task ${id} `)));
+  await client.setLoggingLevel('debug');
+  const loud = await client.callTool(bash('true', { run_in_background: true }));
+  const loudId = loud.structuredContent.task_id;
+  check('setLevel debug: notices again', await waitUntil(() => main.notices.some((n) => String(n.data).includes(`task ${loudId} `)), 10000));
+});
+
+await section('cancellation kills the running sleep', async () => {
+  const needle = `sleep 3${tag}`;
+  const controller = new AbortController();
+  const call = client.callTool(bash(`${needle}`), undefined, { signal: controller.signal });
+  const running = await waitUntil(() => pids(needle).length > 0, 10000);
+  check('cancellation: the sleep runs', running);
+  controller.abort('test cancels');
+  let rejected = false;
+  try {
+    await call;
+  } catch {
+    rejected = true;
+  }
+  check('cancellation: the call is abandoned', rejected);
+  check('cancellation: the process is gone', await waitUntil(() => pids(needle).length === 0, 10000), pids(needle).join(' '));
+  // The server is still serving after a cancellation.
+  check('cancellation: the server keeps serving', text(await client.callTool(bash('echo after'))) === 'after\n');
+});
+
+await section('progress notifications on a 2 s command', async () => {
+  const seen = [];
+  const r = await client.callTool(bash('echo tick; sleep 2'), undefined, { onprogress: (p) => seen.push(p) });
+  check('progress: the call answers', text(r) === 'tick\n', text(r));
+  check('progress: at least one notification', seen.length >= 1, JSON.stringify(seen));
+  check('progress: increasing', seen.every((p, i) => i === 0 || p.progress > seen[i - 1].progress));
+  check('progress: elapsed time and bytes', seen.some((p) => /running for .* s; \d+ bytes of output/.test(p.message ?? '')), JSON.stringify(seen));
+});
+
+const escalate = (file) =>
+  bash(`touch ${workdir}/${file}`, { sandbox_permissions: 'workspace-write', justification: 'the test writes a file' });
+
+await section('elicitation-approved escalation', async () => {
+  answer = { action: 'accept', content: { approve: true } };
+  const before = main.questions.length;
+  const r = await client.callTool(escalate('approved'));
+  const q = main.questions[before];
+  check('approved: a question was asked', q !== undefined);
+  check('approved: the message states command, justification and mode',
+    q?.message.includes(`touch ${workdir}/approved`) && q?.message.includes('the test writes a file') && q?.message.includes('workspace-write'),
+    q?.message);
+  check('approved: the command ran with the wider mode', existsSync(join(workdir, 'approved')) && r.isError === false, text(r));
+});
+
+await section('elicitation-rejected escalation', async () => {
+  answer = { action: 'decline' };
+  const r = await client.callTool(escalate('rejected'));
+  check('rejected: error result', r.isError === true && text(r).includes('was rejected'), text(r));
+  check('rejected: nothing ran', !existsSync(join(workdir, 'rejected')));
+  answer = { action: 'accept', content: { approve: false } };
+  const r2 = await client.callTool(escalate('rejected2'));
+  check('rejected: accept without approve is a rejection', r2.isError === true && text(r2).includes('was rejected'), text(r2));
+  answer = { action: 'cancel' };
+  const r3 = await client.callTool(escalate('cancelled'));
+  check('rejected: cancel is cancelled', r3.isError === true && text(r3).includes('cancelled'), text(r3));
+  check('rejected: nothing ran either time', !existsSync(join(workdir, 'rejected2')) && !existsSync(join(workdir, 'cancelled')));
+});
+
+await section('no elicitation capability: unavailable', async () => {
+  const plain = await connect({ elicitation: false });
+  const r = await plain.client.callTool(escalate('unavailable'));
+  check('unavailable: the documented outcome', r.isError === true && text(r).includes('approval is unavailable'), text(r));
+  check('unavailable: nothing ran', !existsSync(join(workdir, 'unavailable')));
+  await plain.client.close();
+});
+
+await section('tool argument error', async () => {
+  const r = await client.callTool({ name: 'bash', arguments: { command: 'true' } });
+  check('argument error: isError result', r.isError === true && text(r) === 'missing required field "description"', text(r));
+});
+
+await section('unknown tool is a JSON-RPC error', async () => {
+  let code;
+  try {
+    await client.callTool({ name: 'no_such_tool', arguments: {} });
+  } catch (e) {
+    code = e instanceof McpError ? e.code : e;
+  }
+  check('unknown tool: -32602', code === -32602, String(code));
+});
+
+await section('client closes: nothing left running', async () => {
+  const needle = `sleep 4${tag}`;
+  await client.callTool(bash(needle, { run_in_background: true }));
+  check('close: the background sleep runs', await waitUntil(() => pids(needle).length > 0, 10000));
+  const pid = main.transport.pid;
+  const began = Date.now();
+  await client.close(); // closes stdin first; SIGTERM only after 2 s
+  const took = Date.now() - began;
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  check('close: the server exited on end of input', !alive() && took < 2000, `took ${took} ms`);
+  check('close: the background sleep is gone', await waitUntil(() => pids(needle).length === 0, 10000), pids(needle).join(' '));
+});
+
+rmSync(workdir, { recursive: true, force: true });
+for (const name of expected) if (!ran.has(name)) check(`${name} ran`, false, 'never ran');
+console.log(`${failures === 0 ? 'PASS' : 'FAIL'}: ${ran.size} of ${expected.length} checks ran, ${failures} failure(s)`);
+process.exit(failures === 0 && ran.size === expected.length ? 0 : 1);

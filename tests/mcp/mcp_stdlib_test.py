@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Drives `bashexec mcp` with Python's standard library only (subprocess +
+json), as a harness in another language would, and attacks the JSON-RPC
+layer with what the SDK never sends: every protocol version, messages before
+initialize, batches, malformed and oversized lines, ids of every JSON type,
+stray notifications and cancellations, end of input with work running.
+
+Usage: mcp_stdlib_test.py BASHEXEC WORKDIR. Prints each check; exits 1 when
+one failed or did not run."""
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+BASHEXEC, WORK = sys.argv[1], sys.argv[2]
+WORKDIR = os.path.join(WORK, f"mcp-stdlib-{os.getpid()}")
+shutil.rmtree(WORKDIR, ignore_errors=True)
+os.makedirs(WORKDIR)
+TAG = f"{os.getpid()}{int(time.time()) % 100000}"
+
+failures = 0
+ran = []
+EXPECTED = [
+    "version negotiation",
+    "requests before initialize",
+    "malformed input",
+    "ids of any type",
+    "notifications never answered",
+    "batches only under 2025-03-26",
+    "cancellation without a response",
+    "elicitation over raw JSON-RPC",
+    "end of input",
+]
+
+
+def check(name, condition, detail=""):
+    global failures
+    if condition:
+        print(f"ok   - {name}")
+    else:
+        failures += 1
+        print(f"FAIL - {name}" + (f": {detail}" if detail else ""))
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([BASHEXEC, "mcp", "--workdir", WORKDIR, *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.buffer = b""
+
+    def send_raw(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message):
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def read(self, timeout=20.0):
+        """The next message, or None when none arrives in time."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def response(self, id, timeout=20.0):
+        """The response to `id`, skipping notifications (kept in self.notes)."""
+        while True:
+            message = self.read(timeout)
+            if message is None or (isinstance(message, list) or "method" not in message):
+                return message
+            self.notes.append(message)
+
+    notes = []
+
+    def request(self, id, method, params=None):
+        message = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self.response(id)
+
+    def initialize(self, version="2025-11-25", capabilities=None):
+        result = self.request(0, "initialize", {"protocolVersion": version, "capabilities": capabilities or {},
+                                                "clientInfo": {"name": "stdlib-test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
+
+    def close(self, timeout=20):
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return None
+
+
+def section(name):
+    ran.append(name)
+    print(f"# {name}")
+
+
+def bash(command, **extra):
+    return {"name": "bash", "arguments": {"command": command, "description": "test", **extra}}
+
+
+def alive(needle):
+    return subprocess.run(["pgrep", "-f", needle], capture_output=True).returncode == 0
+
+
+def wait_until(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+section("version negotiation")
+for asked, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"),
+                        ("2025-11-25", "2025-11-25"), ("1999-01-01", "2025-11-25")]:
+    s = Server()
+    r = s.initialize(asked)
+    check(f"initialize {asked} answers {answered}", r and r["result"]["protocolVersion"] == answered, r)
+    tools = s.request(1, "tools/list")["result"]["tools"]
+    has_annotations = all("annotations" in t for t in tools)
+    check(f"tools/list under {asked}: annotations only from 2025-03-26", has_annotations == (answered >= "2025-03-26"))
+    call = s.request(2, "tools/call", bash("exit 4"))["result"]
+    check(f"tools/call under {asked}: structuredContent only from 2025-06-18",
+          ("structuredContent" in call) == (answered >= "2025-06-18"), call)
+    again = s.request(3, "initialize", {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}})
+    check(f"a second initialize under {asked} is an invalid request", again["error"]["code"] == -32600, again)
+    check(f"exit 0 after end of input ({asked})", s.close() == 0)
+
+section("requests before initialize")
+s = Server()
+r = s.request("early", "tools/list")
+check("tools/list before initialize: -32600 with the id kept", r["id"] == "early" and r["error"]["code"] == -32600, r)
+r = s.request(7, "ping")
+check("ping before initialize is answered", r == {"jsonrpc": "2.0", "id": 7, "result": {}}, r)
+r = s.request(8, "initialize", {"capabilities": {}})
+check("initialize without protocolVersion: -32602", r["error"]["code"] == -32602, r)
+check("initialize after that works", s.initialize()["result"]["protocolVersion"] == "2025-11-25")
+
+section("malformed input")
+s.send_raw(b"{not json\n")
+r = s.response(None)
+check("malformed JSON: -32700, id null", r["error"]["code"] == -32700 and r["id"] is None, r)
+s.send_raw(b'{"jsonrpc":"2.0","id":3,"method":"ping","x":"\xff"}\n')
+r = s.response(None)
+check("invalid UTF-8: -32700", r["error"]["code"] == -32700, r)
+s.send_raw(b'{"jsonrpc":"2.0","id":4,"method":"ping","params":' + b"[" * 100 + b"]" * 100 + b"}\n")
+r = s.response(4)
+check("nesting over 64 levels: -32600 with the id", r["error"]["code"] == -32600 and r["id"] == 4, r)
+s.send_raw(b'{"jsonrpc":"2.0","id":5,"method":"ping","pad":"' + b"x" * (17 << 20) + b'"}\n')
+r = s.response(5)
+check("a line over 16 MiB: -32600 with the id", r["error"]["code"] == -32600 and r["id"] == 5, r)
+r = s.request(6, "no/such/method")
+check("unknown method: -32601", r["error"]["code"] == -32601 and r["id"] == 6, r)
+s.send({"id": 9, "method": "ping"})
+r = s.response(9)
+check("no jsonrpc member: -32600", r["error"]["code"] == -32600, r)
+s.send_raw(b"42\n")
+r = s.response(None)
+check("a bare number: -32600", r["error"]["code"] in (-32600, -32700), r)
+r = s.request(10, "tools/call", {"arguments": {}})
+check("tools/call without a name: -32602", r["error"]["code"] == -32602, r)
+r = s.request(11, "tools/call", {"name": "bash", "arguments": "ls"})
+check("arguments not an object: an isError tool result", r["result"]["isError"] is True, r)
+r = s.request(12, "logging/setLevel", {"level": "loud"})
+check("unknown log level: -32602", r["error"]["code"] == -32602, r)
+
+section("ids of any type")
+for id in ["a string", -3, 2**62, "", "\u00e9\u4e2d"]:
+    r = s.request(id, "ping")
+    check(f"id {id!r} kept", r.get("id") == id and "result" in r, r)
+for id in [{"nested": [1, 2]}, [1], 1.5, True, None]:
+    r = s.request(id, "ping")
+    check(f"id {id!r}: -32600, the id echoed", r.get("id") == id and r["error"]["code"] == -32600, r)
+
+section("notifications never answered")
+s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})
+s.send({"jsonrpc": "2.0", "method": "no/such/method"})
+s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "never-sent"}})
+s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "malformed"})
+r = s.request("after", "ping")
+check("no answer to notifications or to a cancellation of an unknown id", r == {"jsonrpc": "2.0", "id": "after", "result": {}}, r)
+check("exit 0", s.close() == 0)
+
+section("batches only under 2025-03-26")
+s = Server()
+s.initialize("2025-03-26")
+s.send([{"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/whatever"},
+        {"jsonrpc": "2.0", "id": "b2", "method": "tools/call", "params": bash("echo batched")}])
+r = s.response(None)
+check("2025-03-26: one array answers the batch's requests",
+      isinstance(r, list) and sorted(m["id"] for m in r) == ["b1", "b2"], r)
+s.send([])
+r = s.response(None)
+check("2025-03-26: an empty batch is an invalid request", r["error"]["code"] == -32600, r)
+s.send([{"jsonrpc": "2.0", "method": "notifications/whatever"}])
+r = s.request("x", "ping")
+check("2025-03-26: a batch of notifications gets no answer", r["id"] == "x", r)
+check("exit 0", s.close() == 0)
+for version in ["2025-06-18", "2025-11-25"]:
+    s = Server()
+    s.initialize(version)
+    s.send([{"jsonrpc": "2.0", "id": "b1", "method": "ping"}])
+    r = s.response(None)
+    check(f"{version}: a batch is refused with -32600", isinstance(r, dict) and r["error"]["code"] == -32600, r)
+    s.close()
+
+section("cancellation without a response")
+s = Server()
+s.initialize()
+needle = f"sleep 5{TAG}"
+s.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": bash(needle)})
+check("the sleep runs", wait_until(lambda: alive(needle), 10))
+s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long", "reason": "test"}})
+check("the sleep is killed", wait_until(lambda: not alive(needle), 10))
+r = s.request("next", "ping")
+check("no response to the cancelled call", r["id"] == "next", r)
+time.sleep(0.3)
+s.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+r = s.response("last")
+check("still none later", r["id"] == "last", r)
+check("exit 0", s.close() == 0)
+
+section("elicitation over raw JSON-RPC")
+s = Server()
+s.initialize("2025-06-18", {"elicitation": {}})
+s.send({"jsonrpc": "2.0", "id": "esc", "method": "tools/call",
+        "params": bash(f"touch {WORKDIR}/raw", sandbox_permissions="workspace-write", justification="raw test")})
+question = s.read()
+check("elicitation/create arrives", question and question.get("method") == "elicitation/create", question)
+check("2025-06-18: no mode field", "mode" not in question["params"])
+check("the form asks one boolean", question["params"]["requestedSchema"]["properties"]["approve"]["type"] == "boolean")
+s.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"approve": True}}})
+r = s.response("esc")
+check("accepted: the command ran", r["result"]["isError"] is False and os.path.exists(f"{WORKDIR}/raw"), r)
+s.send({"jsonrpc": "2.0", "id": "esc2", "method": "tools/call",
+        "params": bash(f"touch {WORKDIR}/raw2", sandbox_permissions="workspace-write", justification="raw test")})
+question = s.read()
+s.send({"jsonrpc": "2.0", "id": question["id"], "error": {"code": -32603, "message": "no UI"}})
+r = s.response("esc2")
+check("an error answer is unavailable", "approval is unavailable" in r["result"]["content"][0]["text"], r)
+s.send({"jsonrpc": "2.0", "id": "esc3", "method": "tools/call",
+        "params": bash(f"touch {WORKDIR}/raw3", sandbox_permissions="workspace-write", justification="raw test")})
+question = s.read()
+s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "esc3"}})
+withdrawn = s.read()
+check("cancelling the call withdraws the question", withdrawn and withdrawn.get("method") == "notifications/cancelled"
+      and withdrawn["params"]["requestId"] == question["id"], withdrawn)
+r = s.request("p", "ping")
+check("and the cancelled call is not answered", r["id"] == "p", r)
+check("nothing ran", not os.path.exists(f"{WORKDIR}/raw2") and not os.path.exists(f"{WORKDIR}/raw3"))
+s.close()
+s = Server()
+s.initialize("2025-11-25", {"elicitation": {"url": {}}})
+r = s.request("u", "tools/call", bash("true", sandbox_permissions="workspace-write", justification="j"))
+check("2025-11-25 url-only elicitation: unavailable, no question", "approval is unavailable" in r["result"]["content"][0]["text"], r)
+s.close()
+s = Server("--approve", "always")
+s.initialize("2025-06-18", {"elicitation": {}})
+r = s.request("a", "tools/call", bash(f"touch {WORKDIR}/always", sandbox_permissions="workspace-write", justification="j"))
+check("--approve always overrides elicitation", r["result"]["isError"] is False and os.path.exists(f"{WORKDIR}/always"), r)
+s.close()
+
+section("end of input")
+s = Server()
+s.initialize()
+bg = f"sleep 6{TAG}"
+fg = f"sleep 7{TAG}"
+s.request("bg", "tools/call", bash(bg, run_in_background=True))
+s.send({"jsonrpc": "2.0", "id": "fg", "method": "tools/call", "params": bash(fg)})
+check("both sleeps run", wait_until(lambda: alive(bg) and alive(fg), 10))
+status = s.close()
+check("exit 0 at end of input", status == 0, status)
+check("nothing left running", not alive(bg) and not alive(fg))
+s = Server()
+s.initialize()
+s.request("bg", "tools/call", bash(bg, run_in_background=True))
+check("SIGTERM: the sleep runs", wait_until(lambda: alive(bg), 10))
+s.proc.terminate()
+check("SIGTERM: exit 143", s.proc.wait(20) == 143)
+check("SIGTERM: nothing left running", not alive(bg))
+
+shutil.rmtree(WORKDIR, ignore_errors=True)
+for name in EXPECTED:
+    if name not in ran:
+        check(f"{name} ran", False, "never ran")
+print(f"{'PASS' if failures == 0 else 'FAIL'}: {len(ran)} of {len(EXPECTED)} sections ran, {failures} failure(s)")
+sys.exit(0 if failures == 0 and len(ran) == len(EXPECTED) else 1)
