@@ -10,6 +10,7 @@ packages=(
   catch2 libbenchmark-dev              # tests and benchmarks
   bubblewrap util-linux procps         # sandbox backend (+ setpriv, script); ps/pgrep for tests
   clang-14 libfuzzer-14-dev llvm-14    # fuzz lane (scripts/run-fuzz.sh); llvm-symbolizer for its reports
+  python3                              # benchmarks/soak_serve.py; the network tests' helper servers
 )
 
 missing=()

@@ -33,7 +33,7 @@ Usage:
   bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                  [--approve never|always|ask] [--max-in-flight N]
-                 [--retain-tasks N] [--retain-bytes SIZE] [--retain-age DURATION]
+                 [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -234,15 +234,6 @@ inline std::chrono::milliseconds parse_timeout(std::string_view text) {
   return std::chrono::milliseconds(ms);
 }
 
-inline std::size_t parse_max_in_flight(std::string_view text) {
-  std::size_t n = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (error != std::errc{} || end != text.data() + text.size() || n == 0 || n > max_max_in_flight)
-    throw usage_error(
-        fmt::format("--max-in-flight: expected a number of calls from 1 to {}, got \"{}\"", max_max_in_flight, text));
-  return n;
-}
-
 /// A whole positive number filling `text` (after any unit was cut off).
 inline std::optional<std::uint64_t> positive_number(std::string_view text) {
   std::uint64_t n = 0;
@@ -255,6 +246,14 @@ inline std::optional<std::uint64_t> positive_number(std::string_view text) {
 inline std::optional<std::string_view> without_suffix(std::string_view text, std::string_view unit) {
   if (!text.ends_with(unit)) return std::nullopt;
   return text.substr(0, text.size() - unit.size());
+}
+
+inline std::size_t parse_max_in_flight(std::string_view text) {
+  const auto n = positive_number(text);
+  if (!n || *n > max_max_in_flight)
+    throw usage_error(
+        fmt::format("--max-in-flight: expected a number of calls from 1 to {}, got \"{}\"", max_max_in_flight, text));
+  return static_cast<std::size_t>(*n);
 }
 
 inline std::size_t parse_retain_tasks(std::string_view text) {
