@@ -527,7 +527,10 @@ TEST_CASE("serve runs 10000 background tasks of 100 KB in waves with peak memory
                    "at most {}, the oldest {} ms; {} of {} reads found the task forgotten",
                    total, std::chrono::duration<double>(took).count(), peak_kib, *descriptors_before, most_descriptors,
                    descriptors_after, most_spill_files, oldest_spill.count(), reads_forgotten, total / wave / 20));
-  CHECK(peak_kib < 64 * 1024);
+  if (test_support::under_address_sanitizer)  // the server is built like the test
+    WARN("the 64 MiB bound is not checked under AddressSanitizer (its quarantine keeps freed memory resident)");
+  else
+    CHECK(peak_kib < 64 * 1024);
   CHECK(descriptors_after == *descriptors_before);
   CHECK(oldest_spill < retention_age + age_slack);
   CHECK(most_spill_files <= 200 + wave);  // the retained tasks' files, and the wave in progress
