@@ -4,8 +4,10 @@
 # find_package consumer, the [concurrency] tests under ThreadSanitizer, the
 # benchmark smoke), prove that every Catch2 case ran exactly once
 # (scripts/check-catch-count.sh), then run the fuzz lane with a short budget
-# (scripts/run-fuzz.sh, FUZZ_SECONDS per target, 20 here). The ASan+UBSan
-# lane is scripts/run-sanitizers.sh, run on its own (docs/testing.md).
+# (scripts/run-fuzz.sh, FUZZ_SECONDS per target, 20 here).
+# -O1 without debug info: the build is most of the CI budget, and -O2 -g
+# costs twice as much per test file (docs/testing.md "Timings"). The
+# ASan+UBSan lane is scripts/run-sanitizers.sh, run on its own.
 # BASHEXEC_FUZZ=0 leaves the fuzz lane out (local iteration only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,9 @@ root=$PWD
 
 bash scripts/install-deps.sh
 build=${BASHEXEC_BUILD_DIR:-build/tests}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBASHEXEC_BUILD_TESTS=ON -DBASHEXEC_BUILD_EXAMPLES=ON
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
+  -DBASHEXEC_BUILD_TESTS=ON -DBASHEXEC_BUILD_EXAMPLES=ON \
+  -DBASHEXEC_TEST_SANITIZERS=${BASHEXEC_TEST_SANITIZERS:-}
 cmake --build "$build" -j "$(nproc)"
 cd "$build"
 

@@ -1,7 +1,6 @@
 // ownership: the owner-token policies of background tasks (contract 11).
 //
 // Minimal complete definition of an ownership policy `P`:
-//   static constexpr bool tracks;
 //   static std::optional<owner_token> keep(const std::optional<owner_token>&);
 // `keep` decides what is stored with a task; the executor never interprets it.
 #pragma once
@@ -16,7 +15,6 @@ namespace bashexec {
 
 template <class P>
 concept ownership_policy = requires(const std::optional<owner_token>& owner) {
-  { P::tracks } -> std::convertible_to<bool>;
   { P::keep(owner) } -> std::same_as<std::optional<owner_token>>;
 };
 

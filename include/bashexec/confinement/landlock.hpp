@@ -116,7 +116,6 @@
 #include "bashexec/detail/landlock.hpp"
 #include "bashexec/detail/protected_paths.hpp"
 #include "bashexec/detail/seccomp_filter.hpp"
-#include "bashexec/detail/seccomp_network.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"

@@ -165,6 +165,17 @@ class child_run {
     update(now);
   }
 
+  /// Hands one ready event of `source` to its handler: the one dispatch the
+  /// foreground loop and the reactor share.
+  void dispatch(child_source source, char* scratch, std::size_t size, clock::time_point now) {
+    if (source == child_source::in)
+      on_writable(now);
+    else if (source == child_source::exit)
+      on_exit_signalled(now);
+    else
+      on_readable(source, scratch, size, now);
+  }
+
   /// Starts stopping the group for `cause` unless a cause was recorded
   /// already. Returns whether this call's cause was the one recorded.
   bool request_stop(stop_cause cause, clock::time_point now) {
@@ -206,7 +217,6 @@ class child_run {
   }
 
   bool settled() const noexcept { return settled_; }
-  bool wants_write() const noexcept { return static_cast<bool>(pipes_.in); }
   pid_t pid() const noexcept { return pid_; }
   stop_cause cause() const noexcept { return cause_; }
   const exit_facts& exit() const noexcept { return exit_; }

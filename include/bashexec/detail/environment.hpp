@@ -3,11 +3,10 @@
 // the request's own entries merged last.
 #pragma once
 
-#include <algorithm>
-#include <cctype>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <range/v3/algorithm/any_of.hpp>
@@ -15,22 +14,18 @@
 #include <range/v3/view/filter.hpp>
 #include <range/v3/view/transform.hpp>
 
+#include "bashexec/detail/text_match.hpp"
+
 extern char** environ;
 
 namespace bashexec::detail {
-
-inline bool contains_ignoring_case(std::string_view haystack, std::string_view needle) {
-  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(), [](char a, char b) {
-           return std::toupper(static_cast<unsigned char>(a)) == std::toupper(static_cast<unsigned char>(b));
-         }) != haystack.end();
-}
 
 /// True for names that look like they hold a credential (KEY, SECRET, TOKEN
 /// anywhere, any case). Deliberately broad: a false positive costs a
 /// variable, a false negative leaks a secret to a model-driven command.
 inline bool is_credential_name(std::string_view name) {
   static constexpr std::string_view markers[] = {"KEY", "SECRET", "TOKEN"};
-  return ranges::any_of(markers, [name](std::string_view m) { return contains_ignoring_case(name, m); });
+  return ranges::any_of(markers, [name](std::string_view m) { return icontains(name, m); });
 }
 
 /// Settings that keep tools from paging, colouring or prompting.

@@ -11,7 +11,6 @@ namespace bashexec {
 
 /// Stores nothing: every task is ownerless (single-tenant harnesses).
 struct no_owners {
-  static constexpr bool tracks = false;
   static constexpr std::string_view name = "no_owners";
   static std::optional<owner_token> keep(const std::optional<owner_token>&) { return std::nullopt; }
 };

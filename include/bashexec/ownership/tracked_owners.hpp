@@ -11,7 +11,6 @@ namespace bashexec {
 
 /// Stores each task's owner token verbatim.
 struct tracked_owners {
-  static constexpr bool tracks = true;
   static constexpr std::string_view name = "tracked_owners";
   static std::optional<owner_token> keep(const std::optional<owner_token>& owner) { return owner; }
 };

@@ -1,0 +1,203 @@
+// detail/engine/launch_builder: everything one spawn needs before the spawn
+// policy runs — `shell -c command`, the scrubbed environment (contract 7),
+// fresh pipes (stdin only with `stdin_data`, else /dev/null: contract 8),
+// the resource limits, a cgroup lease under cgroup containment, and the
+// confinement's edits when the spawn is confined. The foreground driver and
+// the background task both start from a `prepared_launch`; the probe of a
+// confinement chain does too, so selection needs only a builder, never the
+// executor.
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "bashexec/config.hpp"
+#include "bashexec/confinement.hpp"
+#include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/environment.hpp"
+#include "bashexec/detail/executor_cgroup.hpp"
+#include "bashexec/detail/resource_limits.hpp"
+#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+#include "bashexec/launch.hpp"
+#include "bashexec/request.hpp"
+#include "bashexec/result.hpp"
+
+namespace bashexec::detail {
+
+/// Moves a descriptor above 0–2 so renumbering the child's stdio can never
+/// clobber it (a host that closed its own stdin would otherwise get fd 0).
+inline unique_fd above_stdio(unique_fd fd) {
+  if (fd.get() > 2) return fd;
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
+  return unique_fd(moved);
+}
+
+/// A pipe whose parent end is non-blocking and whose child end is blocking.
+struct child_pipe {
+  unique_fd parent;
+  unique_fd child;
+};
+
+inline child_pipe make_child_pipe(bool parent_reads) {
+  auto [r, w] = make_pipe();
+  unique_fd parent = above_stdio(parent_reads ? std::move(r) : std::move(w));
+  unique_fd child = above_stdio(parent_reads ? std::move(w) : std::move(r));
+  if (::fcntl(parent.get(), F_SETFL, O_NONBLOCK) != 0) throw_syscall("fcntl(O_NONBLOCK)");
+  return {std::move(parent), std::move(child)};
+}
+
+inline void require_directory(const std::filesystem::path& workdir) {
+  struct stat st {};
+  if (::stat(workdir.c_str(), &st) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    throw infrastructure_error(fmt::format("workdir {}: not a directory", workdir.string()));
+  if (::access(workdir.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+}
+
+inline void require_executable(const std::filesystem::path& shell) {
+  if (::access(shell.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
+}
+
+/// One spawn, ready for the spawn policy, and what the parent keeps of it.
+struct prepared_launch {
+  launch_plan plan;
+  std::optional<confined_launch> confined;
+  std::optional<sandbox_info> info;
+  parent_pipes pipes;
+  unique_fd child_in, child_out, child_err;
+  std::optional<cgroup_lease> cgroup;  // cgroup containment
+  containment_mechanism containment = containment_mechanism::process_group;
+
+  /// After the spawn: the child holds its ends now, and only the spawn
+  /// needed the confinement's keep-alive (a Landlock ruleset fd). The one
+  /// place the parent lets go of them.
+  void release_child_ends() noexcept {
+    child_in.reset();
+    child_out.reset();
+    child_err.reset();
+    if (confined) confined->keep_alive.reset();
+  }
+};
+
+/// What contains an executor's spawns, decided once at construction.
+struct containment_choice {
+  /// Empty: process-group containment. Shared with every cgroup lease, so
+  /// it is torn down (its guardian reaped) after the last task.
+  std::shared_ptr<executor_cgroup> cgroups;
+  /// Why `automatic` chose the process group; empty when it did not.
+  std::string fallback;
+};
+
+/// `automatic` takes a cgroup where the spawn policy can join one before
+/// exec and the host offers one, else the process group; an explicit
+/// `cgroup` throws instead of falling back.
+inline containment_choice choose_containment(const executor_config& config, bool supports_pre_exec,
+                                             std::string_view spawn_name) {
+  containment_choice choice;
+  if (config.containment == process_containment::process_group) return choice;
+  if (!supports_pre_exec) {
+    choice.fallback = fmt::format("the {} spawn policy cannot join a cgroup before exec (use spawn_with<fork_exec>)",
+                                  spawn_name);
+    return choice;
+  }
+  try {
+    choice.cgroups = executor_cgroup::create(locate_cgroup_parent(config.cgroup_parent));
+  } catch (const infrastructure_error& e) {
+    if (config.containment == process_containment::cgroup) throw;
+    choice.fallback = e.what();
+  }
+  return choice;
+}
+
+/// Builds the `prepared_launch` of each spawn of one executor.
+class launch_builder {
+ public:
+  launch_builder(const executor_config& config, const std::filesystem::path& workspace_root, spill_directory& spills,
+                 std::shared_ptr<executor_cgroup> cgroups)
+      : config_(config), workspace_root_(workspace_root), spills_(spills), cgroups_(std::move(cgroups)) {
+    dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!dev_null_) throw_syscall("open /dev/null");
+    dev_null_ = above_stdio(std::move(dev_null_));
+  }
+
+  const executor_config& config() const noexcept { return config_; }
+  spill_directory& spills() const noexcept { return spills_; }
+  bool contains_by_cgroup() const noexcept { return static_cast<bool>(cgroups_); }
+
+  /// What would make a spawn meaningless (contract 2): throws
+  /// infrastructure_error before anything is spawned.
+  void require_runnable(const exec_spec& spec) const {
+    require_directory(spec.workdir);
+    require_executable(config_.shell);
+  }
+
+  /// The plan for one spawn; confined by `confinement` under `confine_under`
+  /// when that is set (never danger-full-access), unconfined otherwise — for
+  /// a confining policy that is danger-full-access, reported as such.
+  template <class Confinement>
+  prepared_launch build(const exec_spec& spec, const Confinement& confinement,
+                        std::optional<sandbox_mode> confine_under) const {
+    prepared_launch p;
+    auto out = make_child_pipe(true);
+    auto err = make_child_pipe(true);
+    p.pipes.out = std::move(out.parent);
+    p.pipes.err = std::move(err.parent);
+    p.child_out = std::move(out.child);
+    p.child_err = std::move(err.child);
+    if (spec.stdin_data) {
+      auto in = make_child_pipe(false);
+      p.pipes.in = std::move(in.parent);
+      p.child_in = std::move(in.child);
+    }
+    p.plan.argv = {config_.shell.string(), "-c", spec.command};
+    p.plan.env = child_environment(spec.env ? &*spec.env : nullptr);
+    p.plan.workdir = spec.workdir;
+    p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
+    p.plan.stdout_fd = p.child_out.get();
+    p.plan.stderr_fd = p.child_err.get();
+    p.plan.limits = plan_limits(config_.limits);
+    if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
+    if (cgroups_) {
+      p.cgroup.emplace(cgroups_->acquire());
+      p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
+      p.containment = containment_mechanism::cgroup;
+    }
+    if constexpr (Confinement::confines) {
+      if (confine_under) {
+        p.confined = confinement.prepare(*confine_under, workspace_root_, p.plan);
+        p.info = p.confined->info;
+        if (p.confined->pid_namespace) p.containment = containment_mechanism::pid_namespace;
+      } else {
+        p.info = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};  // unwrapped
+      }
+    }
+    return p;
+  }
+
+ private:
+  const executor_config& config_;
+  const std::filesystem::path& workspace_root_;
+  spill_directory& spills_;
+  std::shared_ptr<executor_cgroup> cgroups_;
+  unique_fd dev_null_;
+};
+
+}  // namespace bashexec::detail

@@ -1,0 +1,54 @@
+// detail/engine/verdict: what a confined run's failure means (contract 16),
+// decided in one place for the foreground driver and the background task.
+// A non-zero exit (not a signal) of a confined run is first a runner
+// failure — the confinement itself failed and the command never ran — else,
+// when stderr speaks the backend's denial dialect, a denial. The foreground
+// throws `sandbox_unavailable` for a runner failure; a background task
+// stamps `runner_failed`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "bashexec/confinement.hpp"
+#include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/text_match.hpp"
+#include "bashexec/errors.hpp"
+#include "bashexec/result.hpp"
+
+namespace bashexec::detail {
+
+struct verdict {
+  /// Why the confinement failed, when it did (the command never ran).
+  std::optional<std::string> runner_failure;
+  /// The command ran and was refused a file effect.
+  bool denied = false;
+};
+
+/// Classifies a settled run from its exit and what was kept of its output.
+/// An unconfined run (no `launch`) or a zero exit has no verdict.
+template <class Confinement>
+verdict classify(const Confinement& confinement, std::optional<confined_launch>& launch, const exit_facts& exit,
+                 std::string_view err, std::string_view out) {
+  verdict v;
+  if constexpr (Confinement::confines) {
+    if (launch && exit.exit_code && *exit.exit_code != 0) {
+      v.runner_failure = confinement.runner_failure(*launch, err, out);
+      if (!v.runner_failure) v.denied = confinement.is_denial(err);
+    }
+  }
+  return v;
+}
+
+/// The foreground's error for a runner failure, naming the confinement
+/// policy, the mode and the runner's first line.
+inline sandbox_unavailable runner_unavailable(std::string_view confinement_name, const sandbox_info& info,
+                                              std::string_view reason) {
+  return sandbox_unavailable(info.mode, fmt::format("{} sandbox runner failed under {} mode: {}", confinement_name,
+                                                    info.mode, first_line(reason)));
+}
+
+}  // namespace bashexec::detail
