@@ -10,7 +10,7 @@ packages=(
   catch2 libbenchmark-dev              # tests and benchmarks
   bubblewrap util-linux procps         # sandbox backend (+ setpriv, script); ps/pgrep for tests
   clang-14 libfuzzer-14-dev llvm-14    # fuzz lane (scripts/run-fuzz.sh); llvm-symbolizer for its reports
-  python3                              # the stdlib MCP and serve tests (tests/mcp, examples/)
+  python3                              # the stdlib MCP and serve tests (tests/mcp, examples/), benchmarks/soak_serve.py, the network tests' helper servers
 )
 
 # The MCP SDK test (tests/mcp) needs node and npm; a machine that already has

@@ -76,3 +76,9 @@ if(TARGET bashexec_cli)
     COMMAND python3 ${PROJECT_SOURCE_DIR}/examples/serve_harness.py $<TARGET_FILE:bashexec_cli>)
   set_tests_properties(mcp_stdlib_client example_serve_harness PROPERTIES TIMEOUT 120 LABELS "mcp")
 endif()
+
+# --- hidden Catch2 cases, each run by an entry of its own --------------------
+# Too slow for the per-case entries (label "scale"): `ctest -LE scale` leaves
+# them out. Hidden cases are neither listed nor logged for the count check.
+add_test(NAME serve_10000_background_tasks COMMAND test_cli_robustness "[scale]" --warn NoTests)
+set_tests_properties(serve_10000_background_tasks PROPERTIES TIMEOUT 600 LABELS "scale")

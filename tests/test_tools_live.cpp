@@ -239,6 +239,45 @@ TEST_CASE("live, contract 19-20: background tasks, the owner fence and the compl
   CHECK_THAT(box.notices[1].second, Catch::EndsWith("[status: killed by SIGTERM]"));
 }
 
+TEST_CASE("live, contract 9: bash_output and bash_kill of a task the retention policy forgot say it was forgotten",
+          "[tools][live][retention]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  config.retention.max_tasks = 1;  // the second task to settle pushes the first out
+  local_executor executor(config);
+  notice_box box;
+  bash_tools tools(executor, box.callback());
+  const auto alice = session("alice", work.path());
+  for (int i = 1; i <= 2; ++i) {
+    auto args = bash_args("echo task " + std::to_string(i));
+    args["run_in_background"] = true;
+    REQUIRE(tools.call("bash", args, alice).text == "started background task bash-" + std::to_string(i));
+    REQUIRE(box.wait_for(static_cast<std::size_t>(i)));  // settled: the next one settles after it
+  }
+  // The notice goes out just before the settled task joins the retention queue.
+  REQUIRE(test_support::eventually([&] {
+    try {
+      executor.get(task_id("bash-1"));
+      return false;
+    } catch (const task_forgotten&) {
+      return true;
+    }
+  }));
+  const std::string limits =
+      "settled tasks are kept for at most 1 h, at most the 1 that settled last, and at most 16 MiB of their output "
+      "in memory";
+  // Not "unknown task" (the model did start it) and not the owner fence.
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, alice) ==
+        tool_result{"task bash-1 finished and was forgotten; its output is no longer available (" + limits + ")", true});
+  CHECK(tools.call("bash_kill", {{"task_id", "bash-1"}}, alice) ==
+        tool_result{"task bash-1 had already finished and was forgotten; nothing was killed (" + limits + ")", false});
+  // The newest settled task is kept, and an id never issued is still unknown.
+  CHECK(tools.call("bash_output", {{"task_id", "bash-2"}}, alice) ==
+        tool_result{"task 2\n[status: completed, exit code: 0]", false});
+  CHECK(tools.call("bash_output", {{"task_id", "bash-3"}}, alice) == tool_result{"unknown task bash-3", true});
+}
+
 TEST_CASE("live, contract 18: an approved escalation's write lands, and the next call is back under the session's mode",
           "[tools][live][contract-18][sandbox]") {
   scratch_dir root;

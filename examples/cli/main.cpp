@@ -248,6 +248,12 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
     options.approve = parse_approval(args.value(flag));
   else if (flag == "--max-in-flight")
     options.max_in_flight = parse_max_in_flight(args.value(flag));
+  else if (flag == "--retain-tasks")
+    options.retention.max_tasks = parse_retain_tasks(args.value(flag));
+  else if (flag == "--retain-bytes")
+    options.retention.max_bytes = parse_retain_bytes(args.value(flag));
+  else if (flag == "--retain-age")
+    options.retention.max_age = parse_retain_age(args.value(flag));
   else
     return false;
   return true;
@@ -289,7 +295,7 @@ int run_server(const Options& options) {
       return 0;
       // Leaving this scope destroys the server, then the executor: every
       // background task is killed and reaped, the spill files removed.
-    });
+    }, [&options](executor_config& config) { config.retention = options.retention; });
   } catch (const std::exception& e) {
     note("bashexec: {}\n", e.what());
     status = exit_cannot_run;

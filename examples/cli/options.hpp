@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <utility>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -32,8 +34,10 @@ Usage:
   bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                  [--approve never|always|ask] [--max-in-flight N]
+                 [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
   bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                [--session ID] [--approve never|always|ask] [--max-in-flight N]
+               [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -112,6 +116,15 @@ Options:
   --max-in-flight N   tool calls running at once (default 32, at most 1024); a
                       call over the limit waits for a free slot, and reading
                       pauses meanwhile. A call waiting for approval holds none.
+  --retain-tasks N    settled background tasks remembered (default 1000)
+  --retain-bytes SIZE memory their output holds: 16777216, 512K, 16M, 1G
+                      (powers of 1024; default 16M)
+  --retain-age TIME   time since a task settled: 500ms, 90s, 10min, 1h
+                      (default 1h)
+                      Past any of the three the task that settled first is
+                      forgotten: its spill files are removed, and bash_output
+                      or bash_kill of its id answers that it was forgotten.
+                      A running task is never forgotten.
   -h, --help          this text
 )";
 
@@ -156,8 +169,16 @@ Options:
   --approve POLICY    escalation requests: ask (default: elicitation when the
                       client supports it, else unavailable), always or never
   --max-in-flight N   tool calls running at once (default 32, at most 1024)
+  --retain-tasks N, --retain-bytes SIZE, --retain-age TIME
+                      which settled background tasks are remembered, as for
+                      serve (defaults 1000 tasks, 16M, 1h)
   -h, --help          this text
 )";
+
+// serve_help states the library's retention defaults in words.
+static_assert(task_retention{}.max_tasks == 1000 && task_retention{}.max_bytes == std::uint64_t{16} << 20 &&
+                  task_retention{}.max_age == std::chrono::hours(1),
+              "the retention defaults changed: update --retain-* in serve_help and docs/tool-protocol.md");
 
 inline constexpr std::string_view tools_help = R"(Usage: bashexec tools [--mode MODE | --unconfined]
 
@@ -204,6 +225,8 @@ struct serve_options : common_options {
   std::optional<std::string> session_dir;
   approval_policy approve = approval_policy::never;
   std::size_t max_in_flight = default_max_in_flight;
+  /// The library's defaults unless a --retain-* flag says otherwise.
+  task_retention retention;
 };
 
 /// `mcp` takes `serve`'s options; escalations are asked through elicitation
@@ -316,13 +339,66 @@ inline std::chrono::milliseconds parse_timeout(std::string_view text) {
   return std::chrono::milliseconds(ms);
 }
 
-inline std::size_t parse_max_in_flight(std::string_view text) {
-  std::size_t n = 0;
+/// A whole positive number filling `text` (after any unit was cut off).
+inline std::optional<std::uint64_t> positive_number(std::string_view text) {
+  std::uint64_t n = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (error != std::errc{} || end != text.data() + text.size() || n == 0 || n > max_max_in_flight)
+  if (error != std::errc{} || end != text.data() + text.size() || n == 0) return std::nullopt;
+  return n;
+}
+
+/// `text` without the unit suffix `unit`, when it ends in it.
+inline std::optional<std::string_view> without_suffix(std::string_view text, std::string_view unit) {
+  if (!text.ends_with(unit)) return std::nullopt;
+  return text.substr(0, text.size() - unit.size());
+}
+
+inline std::size_t parse_max_in_flight(std::string_view text) {
+  const auto n = positive_number(text);
+  if (!n || *n > max_max_in_flight)
     throw usage_error(
         fmt::format("--max-in-flight: expected a number of calls from 1 to {}, got \"{}\"", max_max_in_flight, text));
-  return n;
+  return static_cast<std::size_t>(*n);
+}
+
+inline std::size_t parse_retain_tasks(std::string_view text) {
+  const auto n = positive_number(text);
+  if (!n || *n > std::numeric_limits<std::size_t>::max())
+    throw usage_error(fmt::format("--retain-tasks: expected a positive number of tasks, got \"{}\"", text));
+  return static_cast<std::size_t>(*n);
+}
+
+/// "16777216", "512K", "16M", "1G" (also "KiB", "MiB", "GiB"): powers of 1024.
+inline std::uint64_t parse_retain_bytes(std::string_view text) {
+  static constexpr std::pair<std::string_view, unsigned> units[] = {
+      {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"K", 10}, {"M", 20}, {"G", 30}};
+  std::string_view digits = text;
+  unsigned shift = 0;
+  for (const auto& [unit, unit_shift] : units)
+    if (auto cut = without_suffix(text, unit)) {
+      digits = *cut;
+      shift = unit_shift;
+      break;
+    }
+  const auto n = positive_number(digits);
+  if (!n || *n > (std::numeric_limits<std::uint64_t>::max() >> shift))
+    throw usage_error(fmt::format(
+        "--retain-bytes: expected a positive size such as 16777216, 512K, 16M or 1G, got \"{}\"", text));
+  return *n << shift;
+}
+
+/// "500ms", "90s", "10min", "1h" (a unit is required: a bare number would
+/// be read as seconds by some and milliseconds by others).
+inline std::chrono::milliseconds parse_retain_age(std::string_view text) {
+  static constexpr std::pair<std::string_view, std::uint64_t> units[] = {
+      {"ms", 1}, {"min", 60000}, {"s", 1000}, {"h", 3600000}};
+  for (const auto& [unit, ms_per_unit] : units)
+    if (auto cut = without_suffix(text, unit))
+      if (auto n = positive_number(*cut);
+          n && *n <= static_cast<std::uint64_t>(std::chrono::milliseconds::max().count()) / ms_per_unit)
+        return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(*n * ms_per_unit));
+  throw usage_error(
+      fmt::format("--retain-age: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", text));
 }
 
 inline approval_policy parse_approval(std::string_view text) {

@@ -56,7 +56,14 @@ class task_forgotten : public unknown_task {
  public:
   /// `limits`: the retention policy in words ("settled tasks are kept ...").
   task_forgotten(const task_id& id, std::string_view limits)
-      : unknown_task(id, "task " + id.value() + " was forgotten: " + std::string(limits)) {}
+      : unknown_task(id, "task " + id.value() + " was forgotten: " + std::string(limits)), limits_(limits) {}
+
+  /// The retention policy in words, for a caller that words its own text
+  /// (the tools: "nothing was killed" for bash_kill).
+  const std::string& limits() const noexcept { return limits_; }
+
+ private:
+  std::string limits_;
 };
 
 }  // namespace bashexec

@@ -454,10 +454,16 @@ class bash_tools {
     require_object(args);
     const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
-    const task_read read = executor_.read_output(id);
-    nlohmann::json facts = tool_facts(read.task);
-    facts["lossy"] = read.lossy;
-    return tool_result{render_task_read(read, escalation_advertised()), false, std::move(facts)};
+    try {
+      const task_read read = executor_.read_output(id);
+      nlohmann::json facts = tool_facts(read.task);
+      facts["lossy"] = read.lossy;
+      return tool_result{render_task_read(read, escalation_advertised()), false, std::move(facts)};
+    } catch (const task_forgotten& e) {
+      // Not "unknown": the model did start it, and must not retry or guess.
+      return error(fmt::format("task {} finished and was forgotten; its output is no longer available ({})",
+                               to_valid_utf8(id.value()), to_valid_utf8(e.limits())));
+    }
   }
 
   tool_result call_kill(const nlohmann::json& args, const call_context& context) {
@@ -465,21 +471,30 @@ class bash_tools {
     const task_id id = required_task_id(args);
     if (auto refused = fence(id, context)) return *refused;
     const std::string name = to_valid_utf8(id.value());
-    if (executor_.kill(id))
-      return tool_result{fmt::format("killed task {}", name), false,
-                         nlohmann::json{{"task_id", name}, {"killed", true}, {"status", "running"}}};
-    // `kill` is false both for a task that has finished and for one whose
-    // kill is already under way (a TERM-ignoring command in its grace
-    // period): the text must agree with the status line below it.
-    const task_snapshot task = executor_.get(id);
-    nlohmann::json facts = tool_facts(task);
-    facts["killed"] = false;
-    if (task.status == task_status::running)
-      return tool_result{fmt::format("task {} is already being killed and has not exited yet; nothing more to do\n{}",
-                                     name, status_line(task)),
+    try {
+      if (executor_.kill(id))
+        return tool_result{fmt::format("killed task {}", name), false,
+                           nlohmann::json{{"task_id", name}, {"killed", true}, {"status", "running"}}};
+      // `kill` is false both for a task that has finished and for one whose
+      // kill is already under way (a TERM-ignoring command in its grace
+      // period): the text must agree with the status line below it.
+      const task_snapshot task = executor_.get(id);
+      nlohmann::json facts = tool_facts(task);
+      facts["killed"] = false;
+      if (task.status == task_status::running)
+        return tool_result{
+            fmt::format("task {} is already being killed and has not exited yet; nothing more to do\n{}", name,
+                        status_line(task)),
+            false, std::move(facts)};
+      return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name, status_line(task)),
                          false, std::move(facts)};
-    return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name, status_line(task)),
-                       false, std::move(facts)};
+    } catch (const task_forgotten& e) {
+      // Only settled tasks are forgotten (also between `kill` and `get`
+      // above): like any finished task, there was nothing to kill.
+      return tool_result{fmt::format("task {} had already finished and was forgotten; nothing was killed ({})", name,
+                                     to_valid_utf8(e.limits())),
+                         false, nlohmann::json{{"task_id", name}, {"killed", false}, {"status", "forgotten"}}};
+    }
   }
 
   // ---- background completion notices ------------------------------------
