@@ -116,7 +116,8 @@ struct broken_backend {
   static constexpr std::string_view remedy = "repair the broken backend";
   static inline std::atomic<int> prepares{0};
 
-  explicit broken_backend(const executor_config&) {}
+  using config = no_config;
+  explicit broken_backend(const sandbox_config&, const config& = {}) {}
   confined_launch prepare(sandbox_mode mode, const fs::path&, launch_plan&) const {
     ++prepares;
     throw sandbox_unavailable(mode, "broken: this backend never confines anything");
@@ -493,9 +494,7 @@ TEST_CASE(
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  config.sandbox.runner_argv = {"/nonexistent/runner"};
-  config.sandbox.runner_failure_signatures = {"runner failed"};
-  runner_executor exec(config);
+  runner_executor exec(config, runner_command::config{.argv = {"/nonexistent/runner"}, .failure_signatures = {"runner failed"}});
 
   for (auto mode : {sandbox_mode::read_only, sandbox_mode::workspace_write}) {
     INFO("mode " << to_string(mode));
@@ -542,9 +541,7 @@ TEST_CASE(
     fs::permissions(runner, fs::perms::owner_all);
     executor_config config = fast_config();
     config.sandbox.workspace_root = d.workspace.path();
-    config.sandbox.runner_argv = {runner.string()};
-    config.sandbox.runner_failure_signatures = {"runner failed"};
-    runner_executor exec(config);
+    runner_executor exec(config, runner_command::config{.argv = {runner.string()}, .failure_signatures = {"runner failed"}});
 
     CHECK_THROWS_AS(exec.run(exec.resolve(command("true", d.env()))), sandbox_unavailable);
     const task_snapshot done = exec.wait(exec.start(exec.resolve(command("true", d.env()))));
@@ -566,8 +563,7 @@ TEST_CASE(
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  config.sandbox.bwrap_program = fake.script;
-  basic_executor<sandbox_policies> exec(config);
+  basic_executor<sandbox_policies> exec(config, bwrap::config{.program = fake.script});
   CHECK(fake.invocations() == 0);  // nothing probes before the first confined call
 
   for (int i = 0; i < 3; ++i) {
@@ -595,9 +591,8 @@ TEST_CASE(
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  config.sandbox.bwrap_program = fake.script;
   broken_backend::prepares = 0;
-  broken_chain_executor exec(config);
+  broken_chain_executor exec(config, bwrap::config{.program = fake.script});
 
   for (int i = 0; i < 3; ++i) {
     for (via how : both_ways) {
@@ -801,9 +796,7 @@ TEST_CASE("protected paths: a bwrap-compatible runner_command keeps protected pa
   write_file(d.workspace.path() / ".git" / "config", "original\n");
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  config.sandbox.runner_argv = {"bwrap"};
-  config.sandbox.runner_failure_signatures = {"bwrap: "};
-  runner_executor exec(config);
+  runner_executor exec(config, runner_command::config{.argv = {"bwrap"}, .failure_signatures = {"bwrap: "}});
 
   observed git =
       observe(exec, command("echo x > \"$WS/.git/config\"", d.env(), sandbox_mode::workspace_write), via::run);
