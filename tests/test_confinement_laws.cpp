@@ -4,12 +4,11 @@
 // one law instead of a copy of the same case per backend. A policy this
 // machine cannot run (no bwrap, no Landlock) WARNs "skipped: …".
 //
-// The list of policies is a std::tuple for Catch2's TEMPLATE_LIST_TEST_CASE:
-// each policy is then its own test case in the report, which a Hana loop
-// inside one case would hide.
+// The policies are listed to Catch2's TEMPLATE_TEST_CASE: each is then its
+// own test case, named by its type, which a Hana loop inside one case would
+// hide.
 #include <cctype>
 #include <string>
-#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -22,8 +21,6 @@
 using namespace bashexec;
 
 namespace {
-
-using shipped_confinements = std::tuple<bwrap, landlock, runner_command, chain<bwrap, landlock>>;
 
 /// How the laws configure each policy: bwrap itself as the operator's
 /// bwrap-compatible runner.
@@ -64,10 +61,10 @@ std::string upper(std::string_view text) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE(
+TEMPLATE_TEST_CASE(
     "confinement laws: writes are denied per mode, /dev/null stays writable and the denial dialect is recognized, "
     "through run and start (contract 13, 16, 17)",
-    "[confinement][laws]", shipped_confinements) {
+    "[confinement][laws]", bwrap, landlock, runner_command, (chain<bwrap, landlock>)) {
   const laws::report report = laws::check_confinement_laws<TestType>(config_for<TestType>());
   if (report.unavailable) {
     WARN("skipped: " << TestType::name << " cannot confine here: " << *report.unavailable);
