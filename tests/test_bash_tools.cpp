@@ -19,6 +19,7 @@
 
 #include "executor_test_support.hpp"
 
+#include <bashexec/ownership/tracked_owners.hpp>
 #include <bashexec/subscription.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
@@ -43,8 +44,7 @@ class fake_executor {
   std::vector<exec_spec> starts;
 
   struct task {
-    task_snapshot snapshot;
-    std::optional<owner_token> owner;
+    task_snapshot snapshot;  // carries the owner, as the executor's snapshots do
     task_read next_read;
   };
   std::map<std::string, task> tasks;
@@ -81,16 +81,16 @@ class fake_executor {
   task_id start(const exec_spec& spec) {
     starts.push_back(spec);
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
-    tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}}, spec.owner, {}};
+    tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}, {}};
     if (settle_during_start) finish(id, 0);
     return id;
   }
 
   task_snapshot get(const task_id& id) const { return find(id).snapshot; }
 
-  std::optional<owner_token> owner_of(const task_id& id) const {
-    auto it = tasks.find(id.value());
-    return it == tasks.end() ? std::nullopt : it->second.owner;
+  /// tracked_owners' rule over the stored owner, like the real executor.
+  bool may_access(const task_id& id, const std::optional<owner_token>& caller) const {
+    return tracked_owners::may_access(find(id).snapshot.owner, caller);
   }
 
   task_read read_output(const task_id& id) {
@@ -129,7 +129,7 @@ class fake_executor {
   /// Test control: a task started by someone else, with this owner.
   task_id add_task(std::optional<owner_token> owner) {
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
-    tasks[id.value()] = task{task_snapshot{id, "sleep 100", task_status::running, {}, {}, {}}, std::move(owner), {}};
+    tasks[id.value()] = task{task_snapshot{id, "sleep 100", task_status::running, {}, {}, {}, containment_mechanism::process_group, std::move(owner)}, {}};
     return id;
   }
 
@@ -824,9 +824,11 @@ TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
     CHECK(notices[1].first == owner_token("alice"));
     CHECK_THAT(notices[1].second, Catch::EndsWith("[status: killed by SIGTERM]"));
 
-    // A task this tool layer did not start gets no notice from it.
+    // The owner is the executor's fact, whoever started the task: one
+    // bash_tools per executor announces every task to its owner.
     executor.finish(executor.add_task(owner_token("carol")), 0);
-    CHECK(notices.size() == 2);
+    REQUIRE(notices.size() == 3);
+    CHECK(notices[2].first == owner_token("carol"));
     CHECK(executor.listener_count() == 1);
   }
   CHECK(executor.listener_count() == 0);
