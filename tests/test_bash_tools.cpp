@@ -19,6 +19,7 @@
 
 #include "executor_test_support.hpp"
 
+#include <bashexec/ownership/no_owners.hpp>
 #include <bashexec/ownership/tracked_owners.hpp>
 #include <bashexec/subscription.hpp>
 #include <bashexec/tools/bash_tools.hpp>
@@ -795,6 +796,27 @@ TEST_CASE("contract 19: an ownerless task is open to every session", "[tools][co
   args["run_in_background"] = true;
   tools.call("bash", args, call_context{});
   CHECK_FALSE(executor.requests.back().owner.has_value());
+}
+
+TEST_CASE("contract 11 and 19: each shipped ownership policy decides access from the stored owner",
+          "[tools][contract-19][ownership]") {
+  static_assert(ownership_policy<tracked_owners> && ownership_policy<no_owners>);
+  const std::optional<owner_token> none;
+  const std::optional<owner_token> alice = owner_token("alice");
+  const std::optional<owner_token> empty = owner_token("");
+  // tracked_owners: an owned task is its owner's only; "" is an owner; ownerless is open.
+  CHECK(tracked_owners::may_access(alice, alice));
+  CHECK_FALSE(tracked_owners::may_access(alice, owner_token("bob")));
+  CHECK_FALSE(tracked_owners::may_access(alice, none));
+  CHECK_FALSE(tracked_owners::may_access(alice, empty));
+  CHECK_FALSE(tracked_owners::may_access(empty, none));
+  CHECK(tracked_owners::may_access(empty, empty));
+  CHECK(tracked_owners::may_access(none, alice));
+  CHECK(tracked_owners::may_access(none, none));
+  // no_owners stores nothing, so every task is open.
+  CHECK_FALSE(no_owners::keep(alice).has_value());
+  CHECK(no_owners::may_access(no_owners::keep(alice), owner_token("bob")));
+  CHECK(no_owners::may_access(none, none));
 }
 
 TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {

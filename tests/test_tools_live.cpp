@@ -328,6 +328,24 @@ TEST_CASE("live, contract 19: a read or kill racing the start of the same id nev
   for (const auto& [owner, notice] : box.notices) CHECK(owner == owner_token("alice"));
 }
 
+TEST_CASE("live, contract 19: the executor's ownership policy decides the fence, no_owners opening every task",
+          "[tools][live][contract-19][ownership]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  basic_executor<policies<own_with<no_owners>>> executor(config);
+  notice_box box;
+  bash_tools tools(executor, box.callback());
+  auto args = bash_args("echo shared");
+  args["run_in_background"] = true;
+  REQUIRE(tools.call("bash", args, session("alice", work.path())).text == "started background task bash-1");
+  REQUIRE(box.wait_for(1));
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, session("bob", work.path())) ==
+        tool_result{"shared\n[status: completed, exit code: 0]", false});
+  std::lock_guard lock(box.mutex);
+  CHECK_FALSE(box.notices[0].first.has_value());  // nothing stored: the notice is ownerless
+}
+
 TEST_CASE("live, contract 10 and 19: a notice goes to its owner even when retention forgot the task before delivery",
           "[tools][live][retention][race]") {
   scratch_dir work;
