@@ -20,7 +20,7 @@ is gone, docs/tool-protocol.md) and reports:
 Exits 1 when a "must" fails, when the server does not exit 0, or when a call
 went unanswered. Python standard library only.
 
-  python3 benchmarks/soak_serve.py --cli build/dev/examples/bashexec --seconds 600
+  python3 benchmarks/soak_serve.py --cli build/dev/apps/bashexec --seconds 600
   scripts/run-benchmarks.sh with BASHEXEC_SOAK=1 runs it after the suite.
 """
 
@@ -275,8 +275,8 @@ def percentile(values, fraction):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cli", default=os.environ.get("BASHEXEC_CLI", "build/dev/examples/bashexec"),
-                        help="the bashexec program (default: $BASHEXEC_CLI or build/dev/examples/bashexec)")
+    parser.add_argument("--cli", default=os.environ.get("BASHEXEC_CLI", "build/dev/apps/bashexec"),
+                        help="the bashexec program (default: $BASHEXEC_CLI or build/dev/apps/bashexec)")
     parser.add_argument("--seconds", type=float, default=600, help="how long the sessions run (default 600)")
     parser.add_argument("--sessions", type=int, default=50, help="concurrent sessions (default 50)")
     parser.add_argument("--think-ms", type=float, default=100,

@@ -1,4 +1,4 @@
-// Fuzzes `bashexec serve`'s request handler (examples/cli/request.hpp): each
+// Fuzzes `bashexec serve`'s request handler (bashexec/server/request_handler.hpp): each
 // input is up to 16 request lines, handled in order by one handler over the
 // real `bash_tools`, the way the server handles them minus its threads.
 // Properties: no crash, no hang, no sanitizer report, whatever the bytes;
@@ -21,11 +21,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bashexec/ownership/tracked_owners.hpp>
+#include <bashexec/server/request_handler.hpp>
 #include <bashexec/subscription.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 #include <bashexec/tools/utf8.hpp>
 
-#include "cli/request.hpp"
 #include "fuzz_support.hpp"
 
 namespace {
@@ -65,15 +66,14 @@ class echo_executor {
   task_id start(const exec_spec& spec) {
     if (tasks_.size() >= 64) throw infrastructure_error("start: too many tasks in one input");
     task_id id(fmt::format("bash-{}", tasks_.size() + 1));
-    tasks_[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}}, spec.owner};
+    tasks_[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}};
     return id;
   }
 
   task_snapshot get(const task_id& id) const { return find(id).snapshot; }
 
-  std::optional<owner_token> owner_of(const task_id& id) const {
-    auto it = tasks_.find(id.value());
-    return it == tasks_.end() ? std::nullopt : it->second.owner;
+  bool may_access(const task_id& id, const std::optional<owner_token>& caller) const {
+    return tracked_owners::may_access(find(id).snapshot.owner, caller);
   }
 
   task_read read_output(const task_id& id) {
@@ -99,7 +99,6 @@ class echo_executor {
  private:
   struct task {
     task_snapshot snapshot;
-    std::optional<owner_token> owner;
   };
 
   const task& find(const task_id& id) const {
@@ -131,10 +130,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   echo_executor executor;
   bash_tools tools(executor);
-  cli::session_logs logs("");  // in memory: no files per input
-  cli::approval_desk approvals([](const nlohmann::json&) {});
+  server::session_logs logs("");  // in memory: no files per input
+  server::approval_desk approvals([](const nlohmann::json&) {});
   // `always`, not `ask`: nobody would answer a question in this loop.
-  cli::request_handler handler(tools, logs, approvals, cli::approval_policy::always, "/work");
+  server::request_handler handler(tools, logs, approvals, server::approval_policy::always, "/work");
 
   std::size_t begin = 0;
   for (int lines = 0; begin <= input.size() && lines < 16; ++lines) {
@@ -143,9 +142,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view line = input.substr(begin, end - begin);
     begin = end + 1;
 
-    const nlohmann::json response = cli::handle_request_line(line, handler);
+    const nlohmann::json response = server::handle_request_line(line, handler);
     check_response(response);
-    const cli::parsed_line parsed = cli::parse_request_line(line);
+    const server::parsed_line parsed = server::parse_request_line(line);
     if (parsed.request) {
       const auto id = parsed.request->find("id");
       FUZZ_CHECK(response["id"] == (id != parsed.request->end() ? *id : nlohmann::json(nullptr)));
@@ -153,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(response["is_error"] == true);
     }
     // An oversized line: only a prefix is kept, its id recovered if readable.
-    (void)cli::recover_id(line.substr(0, line.size() / 2));
+    (void)server::recover_id(line.substr(0, line.size() / 2));
   }
   return 0;
 }

@@ -61,7 +61,7 @@ if [[ $soak != only ]]; then
     "$@"
 fi
 if [[ $soak != 0 ]]; then
-  python3 "$root/benchmarks/soak_serve.py" --cli "$build/examples/bashexec" \
+  python3 "$root/benchmarks/soak_serve.py" --cli "$build/apps/bashexec" \
     --seconds "${BASHEXEC_SOAK_SECONDS:-600}" --sessions "${BASHEXEC_SOAK_SESSIONS:-50}" \
     --json "$build/soak.json"
 fi

@@ -13,7 +13,7 @@ workspace=$(mktemp -d)
 trap 'rm -rf "$workspace"' EXIT
 echo "\$ bashexec run --mode read-only --workdir $workspace -- 'head -n 3 /etc/os-release; echo hello > notes.txt'"
 set +e
-"$build/examples/bashexec" run --mode read-only --workdir "$workspace" -- \
+"$build/apps/bashexec" run --mode read-only --workdir "$workspace" -- \
   'head -n 3 /etc/os-release; echo hello > notes.txt'
 status=$?
 set -e

@@ -19,6 +19,8 @@
 
 #include "executor_test_support.hpp"
 
+#include <bashexec/ownership/no_owners.hpp>
+#include <bashexec/ownership/tracked_owners.hpp>
 #include <bashexec/subscription.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
@@ -43,8 +45,7 @@ class fake_executor {
   std::vector<exec_spec> starts;
 
   struct task {
-    task_snapshot snapshot;
-    std::optional<owner_token> owner;
+    task_snapshot snapshot;  // carries the owner, as the executor's snapshots do
     task_read next_read;
   };
   std::map<std::string, task> tasks;
@@ -81,16 +82,16 @@ class fake_executor {
   task_id start(const exec_spec& spec) {
     starts.push_back(spec);
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
-    tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}}, spec.owner, {}};
+    tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}, {}};
     if (settle_during_start) finish(id, 0);
     return id;
   }
 
   task_snapshot get(const task_id& id) const { return find(id).snapshot; }
 
-  std::optional<owner_token> owner_of(const task_id& id) const {
-    auto it = tasks.find(id.value());
-    return it == tasks.end() ? std::nullopt : it->second.owner;
+  /// tracked_owners' rule over the stored owner, like the real executor.
+  bool may_access(const task_id& id, const std::optional<owner_token>& caller) const {
+    return tracked_owners::may_access(find(id).snapshot.owner, caller);
   }
 
   task_read read_output(const task_id& id) {
@@ -129,7 +130,7 @@ class fake_executor {
   /// Test control: a task started by someone else, with this owner.
   task_id add_task(std::optional<owner_token> owner) {
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
-    tasks[id.value()] = task{task_snapshot{id, "sleep 100", task_status::running, {}, {}, {}}, std::move(owner), {}};
+    tasks[id.value()] = task{task_snapshot{id, "sleep 100", task_status::running, {}, {}, {}, containment_mechanism::process_group, std::move(owner)}, {}};
     return id;
   }
 
@@ -797,6 +798,27 @@ TEST_CASE("contract 19: an ownerless task is open to every session", "[tools][co
   CHECK_FALSE(executor.requests.back().owner.has_value());
 }
 
+TEST_CASE("contract 11 and 19: each shipped ownership policy decides access from the stored owner",
+          "[tools][contract-19][ownership]") {
+  static_assert(ownership_policy<tracked_owners> && ownership_policy<no_owners>);
+  const std::optional<owner_token> none;
+  const std::optional<owner_token> alice = owner_token("alice");
+  const std::optional<owner_token> empty = owner_token("");
+  // tracked_owners: an owned task is its owner's only; "" is an owner; ownerless is open.
+  CHECK(tracked_owners::may_access(alice, alice));
+  CHECK_FALSE(tracked_owners::may_access(alice, owner_token("bob")));
+  CHECK_FALSE(tracked_owners::may_access(alice, none));
+  CHECK_FALSE(tracked_owners::may_access(alice, empty));
+  CHECK_FALSE(tracked_owners::may_access(empty, none));
+  CHECK(tracked_owners::may_access(empty, empty));
+  CHECK(tracked_owners::may_access(none, alice));
+  CHECK(tracked_owners::may_access(none, none));
+  // no_owners stores nothing, so every task is open.
+  CHECK_FALSE(no_owners::keep(alice).has_value());
+  CHECK(no_owners::may_access(no_owners::keep(alice), owner_token("bob")));
+  CHECK(no_owners::may_access(none, none));
+}
+
 TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
   auto executor = confining();
   std::vector<std::pair<std::optional<owner_token>, std::string>> notices;
@@ -824,9 +846,11 @@ TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
     CHECK(notices[1].first == owner_token("alice"));
     CHECK_THAT(notices[1].second, Catch::EndsWith("[status: killed by SIGTERM]"));
 
-    // A task this tool layer did not start gets no notice from it.
+    // The owner is the executor's fact, whoever started the task: one
+    // bash_tools per executor announces every task to its owner.
     executor.finish(executor.add_task(owner_token("carol")), 0);
-    CHECK(notices.size() == 2);
+    REQUIRE(notices.size() == 3);
+    CHECK(notices[2].first == owner_token("carol"));
     CHECK(executor.listener_count() == 1);
   }
   CHECK(executor.listener_count() == 0);

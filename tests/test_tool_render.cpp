@@ -261,6 +261,46 @@ TEST_CASE("a tail that starts inside a multi-byte character is trimmed to the ne
   CHECK(render_run_result(result, false) == "\xEF\xBF\xBD\xEF\xBF\xBD head");
 }
 
+TEST_CASE("one UTF-8 scanner: a held-back read suffix is exactly what the renderer would call a cut character",
+          "[render][utf8]") {
+  // detail/utf8_boundary.hpp serves the engine's incremental reads and the
+  // renderer: a suffix is held back only when it can still become a valid
+  // character, and an invalid lead is passed on at once (to be repaired).
+  using detail::incomplete_utf8_suffix;
+  CHECK(incomplete_utf8_suffix("caf\xC3") == 1);
+  CHECK(incomplete_utf8_suffix("x\xF0\x9F\x98") == 3);
+  CHECK(incomplete_utf8_suffix("\xC0") == 0);          // never a lead byte
+  CHECK(incomplete_utf8_suffix("\xF5\x80") == 0);      // above U+10FFFF
+  CHECK(incomplete_utf8_suffix("\xE0\x80") == 0);      // overlong: no completion makes it valid
+  CHECK(incomplete_utf8_suffix("\xED\xA0") == 0);      // a surrogate's start
+  CHECK(incomplete_utf8_suffix("\xE2\x41") == 0);      // interrupted by ASCII
+  std::uint32_t state = 99;
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes;
+    for (int i = 0; i < 6; ++i) {
+      state = state * 1103515245u + 12345u;
+      bytes.push_back(static_cast<char>((state >> 16) & 0xFF));
+    }
+    const std::size_t held = incomplete_utf8_suffix(bytes);
+    INFO("round " << round);
+    REQUIRE(held <= 3);
+    if (held == 0) continue;
+    // The held bytes are a character's start: some completion makes them valid.
+    const std::string_view tail = std::string_view(bytes).substr(bytes.size() - held);
+    bool completes = false;
+    for (unsigned a = 0x80; a <= 0xBF && !completes; ++a)
+      for (unsigned b = 0x80; b <= 0xBF && !completes; ++b) {
+        std::string candidate(tail);
+        candidate.push_back(static_cast<char>(a));
+        candidate.push_back(static_cast<char>(b));
+        candidate.push_back(static_cast<char>(b));
+        std::size_t invalid = 0;
+        completes = detail::utf8_char_length(candidate, 0, &invalid) != 0;
+      }
+    CHECK(completes);
+  }
+}
+
 TEST_CASE("every rendered text is valid UTF-8 whatever the bytes", "[render][utf8]") {
   std::uint32_t state = 12345;
   const auto next = [&] {

@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
+#include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/stat.h>
@@ -276,6 +279,134 @@ TEST_CASE("live, contract 9: bash_output and bash_kill of a task the retention p
   CHECK(tools.call("bash_output", {{"task_id", "bash-2"}}, alice) ==
         tool_result{"task 2\n[status: completed, exit code: 0]", false});
   CHECK(tools.call("bash_output", {{"task_id", "bash-3"}}, alice) == tool_result{"unknown task bash-3", true});
+}
+
+TEST_CASE("live, contract 19: a read or kill racing the start of the same id never gets past the owner fence",
+          "[tools][live][contract-19][race]") {
+  // The fence asks the executor, which holds a task's owner from the moment
+  // its id is issued: there is no window in which the id answers without it.
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor executor(config);
+  notice_box box;
+  bash_tools tools(executor, box.callback());
+  const auto alice = session("alice", work.path());
+  const auto mallory = session("mallory", work.path());
+  constexpr int tasks = 40;
+
+  std::atomic<bool> done{false};
+  std::vector<std::string> breaches;
+  std::thread prober([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (int k = 1; k <= tasks && std::chrono::steady_clock::now() < deadline;) {
+      const std::string id = "bash-" + std::to_string(k);
+      const char* tool = k % 2 ? "bash_output" : "bash_kill";
+      const tool_result r = tools.call(tool, {{"task_id", id}}, mallory);
+      if (r == tool_result{"unknown task " + id, true}) {
+        if (done.load()) break;
+        std::this_thread::yield();  // not issued yet: ask again, racing the start
+        continue;
+      }
+      if (r != tool_result{"task " + id + " belongs to another session", true}) breaches.push_back(id + ": " + r.text);
+      ++k;
+    }
+  });
+  auto args = bash_args("true");
+  args["run_in_background"] = true;
+  for (int k = 1; k <= tasks; ++k)
+    CHECK(tools.call("bash", args, alice).text == "started background task bash-" + std::to_string(k));
+  done.store(true);
+  prober.join();
+  CHECK(breaches.empty());
+  for (const auto& breach : breaches) UNSCOPED_INFO(breach);
+  // Each task, however fast it settled (before `start` returned, even), is
+  // announced once, to its owner.
+  REQUIRE(box.wait_for(tasks));
+  std::lock_guard lock(box.mutex);
+  CHECK(box.notices.size() == static_cast<std::size_t>(tasks));
+  for (const auto& [owner, notice] : box.notices) CHECK(owner == owner_token("alice"));
+}
+
+TEST_CASE("live, contract 19: the executor's ownership policy decides the fence, no_owners opening every task",
+          "[tools][live][contract-19][ownership]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  basic_executor<policies<own_with<no_owners>>> executor(config);
+  notice_box box;
+  bash_tools tools(executor, box.callback());
+  auto args = bash_args("echo shared");
+  args["run_in_background"] = true;
+  REQUIRE(tools.call("bash", args, session("alice", work.path())).text == "started background task bash-1");
+  REQUIRE(box.wait_for(1));
+  CHECK(tools.call("bash_output", {{"task_id", "bash-1"}}, session("bob", work.path())) ==
+        tool_result{"shared\n[status: completed, exit code: 0]", false});
+  std::lock_guard lock(box.mutex);
+  CHECK_FALSE(box.notices[0].first.has_value());  // nothing stored: the notice is ownerless
+}
+
+TEST_CASE("live, contract 10 and 19: a notice goes to its owner even when retention forgot the task before delivery",
+          "[tools][live][retention][race]") {
+  scratch_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  config.retention.max_tasks = 1;  // each task that settles pushes the one before it out
+  local_executor executor(config);
+
+  // The first notice holds the notifier thread until the others have settled
+  // and all but the last task are forgotten.
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool released = false;
+  std::vector<std::pair<std::optional<owner_token>, std::string>> notices;
+  bash_tools tools(executor, [&](const std::optional<owner_token>& owner, const std::string& notice) {
+    std::unique_lock lock(mutex);
+    if (notices.empty()) changed.wait_for(lock, 20s, [&] { return released; });
+    notices.emplace_back(owner, notice);
+    changed.notify_all();
+  });
+  const std::vector<std::optional<owner_token>> owners{owner_token("alice"), owner_token("bob"), std::nullopt,
+                                                       owner_token(""), owner_token("erin")};
+  auto args = bash_args("true");
+  args["run_in_background"] = true;
+  for (std::size_t k = 0; k < owners.size(); ++k) {
+    call_context context;
+    context.session = owners[k];
+    context.cwd = work.path();
+    REQUIRE(tools.call("bash", args, context).text == "started background task bash-" + std::to_string(k + 1));
+    // One at a time, so that the tasks settle (and are forgotten) in order.
+    REQUIRE(test_support::eventually([&] {
+      try {
+        return executor.get(task_id("bash-" + std::to_string(k + 1))).status != task_status::running;
+      } catch (const task_forgotten&) {
+        return true;
+      }
+    }));
+  }
+  for (std::size_t k = 1; k < owners.size(); ++k) {
+    const task_id id("bash-" + std::to_string(k));
+    REQUIRE(test_support::eventually([&] {
+      try {
+        executor.get(id);
+        return false;
+      } catch (const task_forgotten&) {
+        return true;
+      }
+    }));
+    CHECK_FALSE(executor.owner_of(id).has_value());  // the executor has forgotten it
+  }
+  {
+    std::unique_lock lock(mutex);
+    released = true;
+    changed.notify_all();
+    REQUIRE(changed.wait_for(lock, 10s, [&] { return notices.size() == owners.size(); }));
+  }
+  for (std::size_t k = 0; k < owners.size(); ++k) {
+    INFO("bash-" << k + 1);
+    CHECK(notices[k].first == owners[k]);
+    CHECK_THAT(notices[k].second, Catch::StartsWith("background task bash-" + std::to_string(k + 1) + " finished"));
+  }
 }
 
 TEST_CASE("live, contract 18: an approved escalation's write lands, and the next call is back under the session's mode",

@@ -204,6 +204,13 @@ class basic_executor {
   /// forgotten ids and ownerless tasks (contract 11).
   std::optional<owner_token> owner_of(const task_id& id) const { return tasks_.owner_of(id); }
 
+  /// Whether `caller` may read or kill task `id`, as the ownership policy
+  /// decides from the stored owner (docs/contract.md item 19). Throws
+  /// unknown_task or task_forgotten like the calls it guards.
+  bool may_access(const task_id& id, const std::optional<owner_token>& caller) const {
+    return ownership_type::may_access(tasks_.find(id)->owner(), caller);
+  }
+
   /// What the task printed since the last read (contract 6).
   task_read read_output(const task_id& id) { return tasks_.find(id)->read(); }
 

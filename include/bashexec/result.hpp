@@ -75,6 +75,9 @@ struct task_snapshot {
   std::optional<sandbox_info> sandbox;
   /// What contains it (see run_result::containment).
   containment_mechanism containment = containment_mechanism::process_group;
+  /// The owner stored with it (the ownership policy's `keep`), verbatim; a
+  /// completion listener reads it here even once the task is forgotten.
+  std::optional<owner_token> owner{};
 };
 
 /// An incremental read of a background task (contract 6).

@@ -9,10 +9,11 @@
 
 namespace bashexec {
 
-/// Stores nothing: every task is ownerless (single-tenant harnesses).
+/// Stores nothing: every task is ownerless and open to every caller.
 struct no_owners {
   static constexpr std::string_view name = "no_owners";
   static std::optional<owner_token> keep(const std::optional<owner_token>&) { return std::nullopt; }
+  static bool may_access(const std::optional<owner_token>&, const std::optional<owner_token>&) { return true; }
 };
 
 }  // namespace bashexec

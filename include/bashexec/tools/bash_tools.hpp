@@ -1,9 +1,15 @@
 // tools/bash_tools: the model-facing `bash`, `bash_output` and `bash_kill`
-// tools over any executor (DESIGN.md contract 18-21): schemas, argument
-// validation, the per-call sandbox mode (escalation grant > session override
-// > executor default), approval-gated escalation, the owner fence and the
-// result text. `call` never throws and never forwards model-supplied `stdin`,
-// `env` or any key it does not know.
+// tools over any executor (docs/contract.md items 18-21): each call's
+// arguments (tools/arguments.hpp), its sandbox mode and approval-gated
+// escalation (tools/escalation.hpp), the owner fence, the run or start, and
+// the result text (tools/render.hpp). `call` never throws and never forwards
+// model-supplied `stdin`, `env` or any key it does not know.
+//
+// Task owners are the executor's: the fence asks `may_access`, and a
+// completion notice goes to the owner the settled task's snapshot carries,
+// so no record of its own races the executor's (a task that settles before
+// `start` returns, or one the retention policy forgets before its notice is
+// delivered).
 //
 // An executor usable here (`tool_executor`) provides:
 //   std::optional<sandbox_mode> default_mode() const;   // empty: never confines
@@ -11,27 +17,22 @@
 //   run_result run(const exec_spec&);                    // throws infrastructure_error
 //   task_id start(const exec_spec&);                     // (or a handle with .id())
 //   task_snapshot get(const task_id&) const;             // throws unknown_task
-//   std::optional<owner_token> owner_of(const task_id&) const;
+//   bool may_access(const task_id&, const std::optional<owner_token>& caller) const;  // throws unknown_task
 //   task_read read_output(const task_id&);               // throws unknown_task
 //   bool kill(const task_id&);                           // false: finished, or a kill already under way
 //   on_task_done(listener) -> RAII subscription          // listener(const task_snapshot&)
 #pragma once
 
-#include <chrono>
-#include <cmath>
 #include <concepts>
-#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -45,6 +46,8 @@
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_log.hpp"
 #include "bashexec/tools/approval.hpp"
+#include "bashexec/tools/arguments.hpp"
+#include "bashexec/tools/escalation.hpp"
 #include "bashexec/tools/render.hpp"
 #include "bashexec/tools/result_json.hpp"
 #include "bashexec/tools/schemas.hpp"
@@ -109,31 +112,21 @@ task_id task_id_of(Started&& started) {
     return started.id();
 }
 
-/// A tool argument the model got wrong; becomes an error result.
-struct argument_error {
-  std::string message;
-};
-
 struct task_listener_probe {
   void operator()(const task_snapshot&) const {}
 };
-
-/// `text` as a JSON string literal, valid UTF-8 whatever it holds.
-inline std::string quoted(std::string_view text) {
-  return nlohmann::json(to_valid_utf8(text)).dump();
-}
 
 }  // namespace detail
 
 template <class E>
 concept tool_executor = requires(E& executor, const E& const_executor, exec_request request, const exec_spec& spec,
-                                 const task_id& id) {
+                                 const task_id& id, const std::optional<owner_token>& caller) {
   { const_executor.default_mode() } -> std::convertible_to<std::optional<sandbox_mode>>;
   { const_executor.resolve(std::move(request)) } -> std::convertible_to<exec_spec>;
   { executor.run(spec) } -> std::convertible_to<run_result>;
   { executor.start(spec) } -> detail::exposes_task_id;
   { const_executor.get(id) } -> std::convertible_to<task_snapshot>;
-  { const_executor.owner_of(id) } -> std::convertible_to<std::optional<owner_token>>;
+  { const_executor.may_access(id, caller) } -> std::convertible_to<bool>;
   { executor.read_output(id) } -> std::convertible_to<task_read>;
   { executor.kill(id) } -> std::convertible_to<bool>;
   executor.on_task_done(detail::task_listener_probe{});
@@ -142,6 +135,10 @@ concept tool_executor = requires(E& executor, const E& const_executor, exec_requ
 /// The three tools over one executor, shared by every session of a harness.
 /// Holds a reference to the executor, which must outlive it. Thread-safe as
 /// far as the executor is.
+///
+/// With a notice callback, every background task of the executor that
+/// settles is announced to its owner — one `bash_tools` per executor, so
+/// that each task is announced once.
 template <tool_executor Executor>
 class bash_tools {
   /// The listener this object registers; a named type so that the
@@ -172,11 +169,7 @@ class bash_tools {
   /// session override, else the executor default; empty when the executor
   /// never confines.
   std::optional<sandbox_mode> effective_mode(const call_context& context) const {
-    const auto fallback = executor_.default_mode();
-    if (!fallback) return std::nullopt;
-    if (context.log)
-      if (auto override_mode = effective_sandbox_mode(*context.log)) return override_mode;
-    return fallback;
+    return bashexec::effective_mode(executor_.default_mode(), context.log);
   }
 
   /// Runs one tool call. Never throws: every failure is an error result.
@@ -187,8 +180,8 @@ class bash_tools {
         if (tool_name == bash_output_tool_name) return call_output(args, context);
         if (tool_name == bash_kill_tool_name) return call_kill(args, context);
         return error(fmt::format("unknown tool {}; the tools are bash, bash_output and bash_kill",
-                                 detail::quoted(tool_name)));
-      } catch (const detail::argument_error& e) {
+                                 tool_args::quoted(tool_name)));
+      } catch (const tool_args::argument_error& e) {
         return error(e.message);
       } catch (const unknown_task& e) {
         return error(to_valid_utf8(e.what()));
@@ -220,112 +213,6 @@ class bash_tools {
  private:
   static tool_result error(std::string text) { return tool_result{std::move(text), true}; }
 
-  // ---- argument reading ------------------------------------------------
-
-  static void require_object(const nlohmann::json& args) {
-    if (!args.is_object()) throw detail::argument_error{"arguments must be a JSON object"};
-  }
-
-  /// The value of `field`, or null when absent (an explicit null is absent).
-  static const nlohmann::json* find(const nlohmann::json& args, std::string_view field) {
-    const auto it = args.find(field);
-    if (it == args.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  static std::string required_string(const nlohmann::json& args, std::string_view field) {
-    const auto* value = find(args, field);
-    if (!value) throw detail::argument_error{fmt::format("missing required field \"{}\"", field)};
-    if (!value->is_string()) throw detail::argument_error{fmt::format("field \"{}\" must be a string", field)};
-    return value->get<std::string>();
-  }
-
-  static std::optional<std::string> optional_string(const nlohmann::json& args, std::string_view field) {
-    const auto* value = find(args, field);
-    if (!value) return std::nullopt;
-    if (!value->is_string()) throw detail::argument_error{fmt::format("field \"{}\" must be a string", field)};
-    return value->get<std::string>();
-  }
-
-  /// Commands and paths reach execve and chdir, which stop at a NUL byte.
-  static void reject_nul(const std::string& text, std::string_view field) {
-    if (text.find('\0') != std::string::npos)
-      throw detail::argument_error{fmt::format("field \"{}\" must not contain NUL characters", field)};
-  }
-
-  static void reject_blank(const std::string& text, std::string_view field) {
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-      throw detail::argument_error{fmt::format("field \"{}\" must not be empty", field)};
-  }
-
-  static std::optional<std::chrono::milliseconds> optional_timeout(const nlohmann::json& args) {
-    const auto* value = find(args, "timeoutMs");
-    if (!value) return std::nullopt;
-    // Anything longer is clamped by the executor anyway; saturating keeps
-    // its deadline arithmetic far from overflow.
-    constexpr std::int64_t ceiling = std::int64_t{1} << 31;
-    const detail::argument_error bad{"field \"timeoutMs\" must be a positive integer (milliseconds)"};
-    std::int64_t ms = 0;
-    if (value->is_number_unsigned()) {
-      const auto v = value->get<std::uint64_t>();
-      ms = v > static_cast<std::uint64_t>(ceiling) ? ceiling : static_cast<std::int64_t>(v);
-    } else if (value->is_number_integer()) {
-      const auto v = value->get<std::int64_t>();
-      ms = v > ceiling ? ceiling : v;
-    } else if (value->is_number_float()) {
-      const auto v = value->get<double>();
-      if (!std::isfinite(v) || v != std::floor(v)) throw bad;
-      ms = v > static_cast<double>(ceiling) ? ceiling : v < 0 ? -1 : static_cast<std::int64_t>(v);
-    } else {
-      throw bad;
-    }
-    if (ms <= 0) throw bad;
-    return std::chrono::milliseconds(ms);
-  }
-
-  static bool optional_bool(const nlohmann::json& args, std::string_view field) {
-    const auto* value = find(args, field);
-    if (!value) return false;
-    if (!value->is_boolean()) throw detail::argument_error{fmt::format("field \"{}\" must be a boolean", field)};
-    return value->get<bool>();
-  }
-
-  struct escalation {
-    sandbox_mode mode;
-    std::string justification;
-  };
-
-  /// `sandbox_permissions` + `justification`, validated as a pair.
-  std::optional<escalation> read_escalation(const nlohmann::json& args) const {
-    const auto* permissions = find(args, "sandbox_permissions");
-    const auto* justification = find(args, "justification");
-    if (!permissions && !justification) return std::nullopt;
-    if (!escalation_advertised()) {
-      throw detail::argument_error{fmt::format(
-          "field \"{}\" is not supported: this executor does not sandbox commands, so there is nothing to widen",
-          permissions ? "sandbox_permissions" : "justification")};
-    }
-    std::optional<sandbox_mode> mode;
-    if (permissions) {
-      if (permissions->is_string()) mode = parse_sandbox_mode(permissions->get_ref<const std::string&>());
-      if (!mode || *mode == sandbox_mode::read_only)
-        throw detail::argument_error{
-            "field \"sandbox_permissions\" must be \"workspace-write\" or \"danger-full-access\""};
-    }
-    std::string reason;
-    if (justification) {
-      if (!justification->is_string())
-        throw detail::argument_error{"field \"justification\" must be a string"};
-      reason = justification->get<std::string>();
-      reject_blank(reason, "justification");
-    }
-    if (!permissions)
-      throw detail::argument_error{"field \"justification\" is only accepted together with \"sandbox_permissions\""};
-    if (!justification)
-      throw detail::argument_error{"field \"sandbox_permissions\" requires \"justification\" (why the wider mode is needed)"};
-    return escalation{*mode, std::move(reason)};
-  }
-
   static std::optional<std::filesystem::path> resolve_workdir(const std::optional<std::string>& workdir,
                                                               const call_context& context) {
     if (!workdir) {
@@ -337,43 +224,25 @@ class bash_tools {
     return path.lexically_normal();
   }
 
-  // ---- the tools --------------------------------------------------------
-
   tool_result call_bash(const nlohmann::json& args, const call_context& context) {
-    require_object(args);
-    const std::string command = required_string(args, "command");
-    reject_blank(command, "command");
-    reject_nul(command, "command");
-    const std::string description = required_string(args, "description");
-    reject_blank(description, "description");
-    const auto timeout = optional_timeout(args);
-    const auto workdir = optional_string(args, "workdir");
-    if (workdir) {
-      reject_blank(*workdir, "workdir");
-      reject_nul(*workdir, "workdir");
-    }
-    const bool background = optional_bool(args, "run_in_background");
-    const auto wider = read_escalation(args);
+    const tool_args::bash_arguments bash = tool_args::read_bash(args);
+    const auto wider = read_escalation(args, escalation_advertised());
 
     const auto session_mode = effective_mode(context);
-    if (wider && session_mode && !is_wider(wider->mode, *session_mode)) {
-      return error(fmt::format(
-          "sandbox_permissions \"{}\" is not wider than the current sandbox mode \"{}\", so there is nothing to "
-          "approve; the command did not run. Run it without sandbox_permissions and justification.",
-          wider->mode, *session_mode));
-    }
+    if (wider && session_mode)
+      if (auto refusal = not_wider_refusal(*wider, *session_mode)) return error(std::move(*refusal));
 
     // Only the fields the model may set are copied: stdin, env and any other
     // key in `args` never reach the executor (contract 21).
     exec_request request;
-    request.command = command;
-    request.workdir = resolve_workdir(workdir, context);
-    request.timeout = timeout;
-    if (!background) {
+    request.command = bash.command;
+    request.workdir = resolve_workdir(bash.workdir, context);
+    request.timeout = bash.timeout;
+    if (!bash.background) {
       request.stop = context.stop;
       request.progress = context.progress;
     }
-    if (background) request.owner = context.session;
+    if (bash.background) request.owner = context.session;
     request.mode = wider ? std::optional(wider->mode) : session_mode;
 
     exec_spec spec;
@@ -385,12 +254,15 @@ class bash_tools {
 
     // The request is checked before anyone is asked to approve it.
     if (wider) {
-      if (auto refusal = ask_approval(*wider, *session_mode, command, description, context)) return *refusal;
+      if (auto refusal = ask_approval(context.approve,
+                                      approval_request{context.session, bash.command, bash.description,
+                                                       *session_mode, wider->mode, wider->justification}))
+        return error(std::move(*refusal));
     }
 
     try {
-      if (background) {
-        const task_id id = start(spec, context.session);
+      if (bash.background) {
+        const task_id id = detail::task_id_of(executor_.start(spec));
         return tool_result{render_started(id), false,
                            nlohmann::json{{"task_id", to_valid_utf8(id.value())}, {"status", "running"}}};
       }
@@ -406,55 +278,18 @@ class bash_tools {
     }
   }
 
-  /// Empty when the call may run under `wider.mode`; otherwise the refusal.
-  static std::optional<tool_result> ask_approval(const escalation& wider, sandbox_mode current,
-                                                 const std::string& command, const std::string& description,
-                                                 const call_context& context) {
-    if (!context.approve)
-      return error(fmt::format(
-          "running this command under \"{}\" needs a person's approval, but nobody can approve requests in this "
-          "session; the command did not run",
-          wider.mode));
-    approval_outcome outcome = approval_outcome::unavailable;
-    try {
-      outcome = context.approve(approval_request{context.session, command, description, current, wider.mode,
-                                                 wider.justification});
-    } catch (...) {
-      outcome = approval_outcome::unavailable;
-    }
-    switch (outcome) {
-      case approval_outcome::allowed_once: return std::nullopt;
-      case approval_outcome::rejected:
-        return error(fmt::format(
-            "the request to run this command under \"{}\" was rejected; the command did not run. Do not try to get "
-            "around the sandbox; continue within the current mode or ask the user how to proceed.",
-            wider.mode));
-      case approval_outcome::cancelled:
-        return error("the approval request was cancelled before anyone answered; the command did not run");
-      case approval_outcome::unavailable: break;
-    }
-    return error("approval is unavailable right now; the command did not run");
-  }
-
-  /// The owner fence (contract 19): empty when `context` may use task `id`.
+  /// The owner fence (contract 19), the executor's ownership policy deciding:
+  /// empty when `context` may use task `id`. Throws unknown_task (and
+  /// task_forgotten) for an id the executor does not hold.
   std::optional<tool_result> fence(const task_id& id, const call_context& context) const {
-    const auto owner = executor_.owner_of(id);
-    if (owner && *owner != context.session)
-      return error(fmt::format("task {} belongs to another session", to_valid_utf8(id.value())));
-    return std::nullopt;
-  }
-
-  static task_id required_task_id(const nlohmann::json& args) {
-    std::string id = required_string(args, "task_id");
-    reject_blank(id, "task_id");
-    return task_id(std::move(id));
+    if (executor_.may_access(id, context.session)) return std::nullopt;
+    return error(fmt::format("task {} belongs to another session", to_valid_utf8(id.value())));
   }
 
   tool_result call_output(const nlohmann::json& args, const call_context& context) {
-    require_object(args);
-    const task_id id = required_task_id(args);
-    if (auto refused = fence(id, context)) return *refused;
+    const task_id id = tool_args::read_task_id(args);
     try {
+      if (auto refused = fence(id, context)) return *refused;
       const task_read read = executor_.read_output(id);
       nlohmann::json facts = tool_facts(read.task);
       facts["lossy"] = read.lossy;
@@ -467,11 +302,10 @@ class bash_tools {
   }
 
   tool_result call_kill(const nlohmann::json& args, const call_context& context) {
-    require_object(args);
-    const task_id id = required_task_id(args);
-    if (auto refused = fence(id, context)) return *refused;
+    const task_id id = tool_args::read_task_id(args);
     const std::string name = to_valid_utf8(id.value());
     try {
+      if (auto refused = fence(id, context)) return *refused;
       if (executor_.kill(id))
         return tool_result{fmt::format("killed task {}", name), false,
                            nlohmann::json{{"task_id", name}, {"killed", true}, {"status", "running"}}};
@@ -489,66 +323,21 @@ class bash_tools {
       return tool_result{fmt::format("task {} had already finished; nothing was killed\n{}", name, status_line(task)),
                          false, std::move(facts)};
     } catch (const task_forgotten& e) {
-      // Only settled tasks are forgotten (also between `kill` and `get`
-      // above): like any finished task, there was nothing to kill.
+      // Only settled tasks are forgotten (also between the fence, `kill`
+      // and `get` above): like any finished task, there was nothing to kill.
       return tool_result{fmt::format("task {} had already finished and was forgotten; nothing was killed ({})", name,
                                      to_valid_utf8(e.limits())),
                          false, nlohmann::json{{"task_id", name}, {"killed", false}, {"status", "forgotten"}}};
     }
   }
 
-  // ---- background completion notices ------------------------------------
-  //
-  // A task may settle before `start` has returned its id to us, so while a
-  // start is in flight unclaimed settlements are parked and claimed after.
-
-  task_id start(const exec_spec& spec, const std::optional<owner_token>& owner) {
-    if (!on_notice_) return detail::task_id_of(executor_.start(spec));
-    {
-      std::lock_guard lock(mutex_);
-      ++starts_in_flight_;
-    }
-    std::optional<task_id> id;
-    std::optional<task_snapshot> settled_early;
-    try {
-      id = detail::task_id_of(executor_.start(spec));
-    } catch (...) {
-      std::lock_guard lock(mutex_);
-      if (--starts_in_flight_ == 0) parked_.clear();
-      throw;
-    }
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = parked_.find(*id); it != parked_.end()) {
-        settled_early = std::move(it->second);
-        parked_.erase(it);
-      } else {
-        started_.emplace(*id, owner);
-      }
-      if (--starts_in_flight_ == 0) parked_.clear();
-    }
-    if (settled_early) deliver(owner, *settled_early);
-    return *id;
-  }
-
-  void on_settled(const task_snapshot& task) {
+  /// A background task settled: its notice goes to the owner its snapshot
+  /// carries — the executor's record, valid even if the task was forgotten
+  /// before this runs, or settled before `start` returned its id.
+  void on_settled(const task_snapshot& task) noexcept {
     if (!on_notice_) return;
-    std::optional<std::optional<owner_token>> owner;  // outer: started here; inner: ownerless or not
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = started_.find(task.id); it != started_.end()) {
-        owner = std::move(it->second);
-        started_.erase(it);
-      } else if (starts_in_flight_ > 0) {
-        parked_.insert_or_assign(task.id, task);
-      }
-    }
-    if (owner) deliver(*owner, task);
-  }
-
-  void deliver(const std::optional<owner_token>& owner, const task_snapshot& task) noexcept {
     try {
-      on_notice_(owner, render_task_notice(task, escalation_advertised()));
+      on_notice_(task.owner, render_task_notice(task, escalation_advertised()));
     } catch (...) {
       // A harness's failing notice must not break the task or the call.
     }
@@ -556,10 +345,6 @@ class bash_tools {
 
   Executor& executor_;
   notice_callback on_notice_;
-  std::mutex mutex_;
-  std::unordered_map<task_id, std::optional<owner_token>> started_;
-  std::unordered_map<task_id, task_snapshot> parked_;
-  int starts_in_flight_ = 0;
   // Last: unsubscribes first, before the state the listener uses goes away.
   subscription_type subscription_;
 };

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "bashexec/detail/stderr_section.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/result.hpp"
 #include "bashexec/sandbox_mode.hpp"
@@ -104,9 +105,7 @@ inline std::string render_output_body(const collected_output& out, const collect
     body += truncation_note(out);
   }
   if (!err.text.empty()) {
-    if (!body.empty() && body.back() != '\n') body += '\n';
-    body += "[stderr]\n";
-    body += to_valid_utf8(err.text, err.truncated);
+    detail::append_stderr_section(body, to_valid_utf8(err.text, err.truncated));
     if (err.truncated) {
       body += '\n';
       body += truncation_note(err);

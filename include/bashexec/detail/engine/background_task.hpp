@@ -28,6 +28,7 @@
 #include "bashexec/detail/engine/launch_builder.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
 #include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/stderr_section.hpp"
 #include "bashexec/detail/utf8_boundary.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/output.hpp"
@@ -67,6 +68,7 @@ class background_task final : public reactor::client {
         spec_stdin_(spec.stdin_data),
         cap_(spec.stdout_max_bytes) {
     snapshot_.command = spec.command;
+    snapshot_.owner = owner_token_;
   }
 
   void set_id(const task_id& id, std::uint64_t serial) {
@@ -151,7 +153,7 @@ class background_task final : public reactor::client {
     task_read r;
     r.task = snapshot_;
     if (!child_) {
-      r.delta = spawn_error_read_ ? "" : "[stderr]\n" + spawn_error_;
+      if (!spawn_error_read_) append_stderr_section(r.delta, spawn_error_);
       spawn_error_read_ = true;
       return r;
     }
@@ -167,11 +169,7 @@ class background_task final : public reactor::client {
     err_offset_ = err.begin + err.bytes.size();
     r.lossy = out.lossy || err.lossy;
     r.delta = std::move(out.bytes);
-    if (!err.bytes.empty()) {
-      if (!r.delta.empty() && r.delta.back() != '\n') r.delta += '\n';
-      r.delta += "[stderr]\n";
-      r.delta += err.bytes;
-    }
+    if (!err.bytes.empty()) append_stderr_section(r.delta, err.bytes);
     // A path is named only while the file exists: the spill budget may
     // have removed a settled task's files to make room.
     auto existing = [](std::optional<std::filesystem::path> path) {

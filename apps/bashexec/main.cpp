@@ -22,13 +22,13 @@
 #include <nlohmann/json.hpp>
 
 #include <bashexec/bashexec.hpp>
+#include <bashexec/server/json_lines_server.hpp>
+#include <bashexec/server/mcp_server.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 #include <bashexec/tools/render.hpp>
 #include <bashexec/tools/result_json.hpp>
 
-#include "mcp.hpp"
 #include "options.hpp"
-#include "serve.hpp"
 #include "signals.hpp"
 
 namespace bashexec::cli {
@@ -259,8 +259,25 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
   return true;
 }
 
-/// Runs a server (`tool_server` or `mcp_server`) until end of input or a
-/// signal: the session directory (a private one unless --session-dir), the
+/// The library's options of the server a subcommand runs.
+server::server_options server_options_of(const serve_options& options) {
+  server::server_options out;
+  out.approve = options.approve;
+  out.max_in_flight = options.max_in_flight;
+  return out;
+}
+
+server::mcp_server_options server_options_of(const mcp_options& options) {
+  server::mcp_server_options out;
+  out.approve = options.approve;
+  out.max_in_flight = options.max_in_flight;
+  out.session = options.session;
+  out.progress_interval = options.progress_interval;
+  return out;
+}
+
+/// Runs a server (`json_lines_server` or `mcp_server`) until end of input or
+/// a signal: the session directory (a private one unless --session-dir), the
 /// executor, the signal hook, and the cleanup after it.
 template <template <class> class Server, class Options>
 int run_server(const Options& options) {
@@ -285,9 +302,10 @@ int run_server(const Options& options) {
   int status = 0;
   try {
     status = with_executor(options, [&](auto& executor) {
-      std::filesystem::path workdir = options.workdir ? std::filesystem::absolute(*options.workdir)
-                                                      : std::filesystem::current_path();
-      Server<std::remove_reference_t<decltype(executor)>> server(executor, options, session_dir, workdir);
+      auto served = server_options_of(options);
+      served.session_dir = session_dir;
+      served.workdir = options.workdir ? std::filesystem::absolute(*options.workdir) : std::filesystem::current_path();
+      Server<std::remove_reference_t<decltype(executor)>> server(executor, std::move(served));
       {
         const auto on_signal = signals.on_signal([&server] { server.stop(); });
         server.serve();
@@ -317,7 +335,7 @@ int serve_command(std::vector<std::string_view> argv) {
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
     if (!parse_server_flag(flag, args, options)) unknown_flag("serve", flag);
   }
-  return run_server<tool_server>(options);
+  return run_server<server::json_lines_server>(options);
 }
 
 int mcp_command(std::vector<std::string_view> argv) {
@@ -330,14 +348,14 @@ int mcp_command(std::vector<std::string_view> argv) {
     if (parse_server_flag(flag, args, options)) continue;
     if (flag == "--session") {
       options.session = std::string(args.value(flag));
-      if (options.session.empty() || options.session.size() > request_limits{}.max_session_bytes)
+      if (options.session.empty() || options.session.size() > server::request_limits{}.max_session_bytes)
         throw usage_error(fmt::format("--session: expected an id of 1 to {} bytes",
-                                      request_limits{}.max_session_bytes));
+                                      server::request_limits{}.max_session_bytes));
     } else {
       unknown_flag("mcp", flag);
     }
   }
-  return run_server<mcp_server>(options);
+  return run_server<server::mcp_server>(options);
 }
 
 int main_impl(int argc, char** argv) {

@@ -20,6 +20,7 @@
 #include <bashexec/containment.hpp>
 #include <bashexec/network_access.hpp>
 #include <bashexec/sandbox_mode.hpp>
+#include <bashexec/server/options.hpp>
 
 namespace bashexec::cli {
 
@@ -187,7 +188,8 @@ sandbox (any mode but danger-full-access) the bash tool also offers
 sandbox_permissions and justification, the approval-gated escalation.
 )";
 
-enum class approval_policy { never, always, ask };
+/// `--approve`: the library server's policy.
+using server::approval_policy;
 
 struct common_options {
   sandbox_mode mode = sandbox_mode::read_only;

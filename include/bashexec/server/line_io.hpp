@@ -1,0 +1,193 @@
+// server/line_io: the descriptor I/O of the tool servers (json_lines_server,
+// mcp_server): whole lines written under one mutex and bounded reads of one
+// line at a time, both woken by a closing flag so that neither blocks a
+// shutdown. A client that stops reading cannot hold the shutdown hostage: once
+// closing, a line waits at most `patience` for the descriptor.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+
+namespace bashexec::server {
+
+/// A flag that, once set, stays set and keeps a descriptor readable, so that
+/// a poll(2) on stdin or stdout wakes up when the server starts closing.
+class closing_flag {
+ public:
+  closing_flag() : fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (!fd_) throw infrastructure_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  }
+
+  /// Safe from any thread; idempotent.
+  void set() noexcept {
+    set_.store(true);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto ignored = ::write(fd_.get(), &one, sizeof one);
+  }
+  bool is_set() const noexcept { return set_.load(); }
+  int fd() const noexcept { return fd_.get(); }
+
+ private:
+  bashexec::detail::unique_fd fd_;
+  std::atomic<bool> set_{false};
+};
+
+/// Writes whole JSON lines to a descriptor (stdout), one writer at a time.
+/// Once the server is closing, a line waits at most `patience` for the
+/// descriptor to take it; after that (or after a write error such as EPIPE)
+/// stdout counts as gone and later lines are dropped: a client that stopped
+/// reading cannot hold the shutdown hostage.
+class line_writer {
+ public:
+  /// `fallback` is the line written in place of a null one: what a handler
+  /// answers when even its error response could not be built (out of memory).
+  line_writer(int fd, const closing_flag& closing, std::string_view fallback,
+              std::chrono::milliseconds patience = std::chrono::seconds(2))
+      : fd_(fd), closing_(closing), fallback_(fallback), patience_(patience) {}
+
+  /// Never throws; false when the line was dropped.
+  bool emit(const nlohmann::json& line) noexcept {
+    std::string text;
+    try {
+      text = fallback_;
+      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } catch (...) {
+    }
+    text += '\n';
+    std::lock_guard lock(mutex_);
+    return write_all(text);
+  }
+
+  /// True when some line could not be written.
+  bool lost() const noexcept { return gone_.load(); }
+
+ private:
+  bool write_all(std::string_view text) noexcept {
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::size_t done = 0;
+    while (done < text.size()) {
+      if (gone_.load()) return false;
+      pollfd fds[2] = {{fd_, POLLOUT, 0}, {closing_.fd(), POLLIN, 0}};
+      nfds_t count = 2;
+      int timeout = -1;
+      if (closing_.is_set()) {
+        count = 1;
+        const auto now = std::chrono::steady_clock::now();
+        if (!deadline) deadline = now + patience_;
+        timeout = static_cast<int>(
+            std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count()));
+      }
+      const int ready = ::poll(fds, count, timeout);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {  // closing, and stdout did not take the line in time
+        gone_.store(true);
+        return false;
+      }
+      if (fds[0].revents == 0) continue;  // only the closing flag woke us: wait again, bounded
+      // At most PIPE_BUF after POLLOUT: a pipe with room for one page never
+      // blocks such a write, so the bound above holds.
+      const ssize_t n = ::write(fd_, text.data() + done, std::min<std::size_t>(text.size() - done, PIPE_BUF));
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        gone_.store(true);
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  int fd_;
+  const closing_flag& closing_;
+  std::string_view fallback_;
+  std::chrono::milliseconds patience_;
+  std::mutex mutex_;
+  std::atomic<bool> gone_{false};
+};
+
+/// Reads lines from a descriptor (stdin) without blocking past `closing`.
+class line_reader {
+ public:
+  enum class status { ok, too_long, end, closing };
+
+  line_reader(int fd, const closing_flag& closing, std::size_t max_line_bytes)
+      : fd_(fd), closing_(closing), max_(max_line_bytes), buffer_(std::size_t{64} << 10) {}
+
+  /// The next line (without its newline) into `line`, at most `max_line_bytes`
+  /// of it; a longer line's other bytes are dropped as they arrive.
+  status next(std::string& line) {
+    line.clear();
+    bool too_long = false;
+    for (;;) {
+      if (closing_.is_set()) return status::closing;
+      if (begin_ == end_) {
+        const status filled = fill();
+        if (filled == status::closing) return filled;
+        if (filled == status::end) {
+          if (too_long) return status::too_long;
+          return line.empty() ? status::end : status::ok;
+        }
+      }
+      const char* start = buffer_.data() + begin_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      const std::size_t take = newline ? static_cast<std::size_t>(newline - start) : end_ - begin_;
+      const std::size_t room = max_ - std::min(max_, line.size());
+      if (take > room) too_long = true;
+      line.append(start, std::min(take, room));
+      begin_ += take;
+      if (newline) {
+        ++begin_;
+        return too_long ? status::too_long : status::ok;
+      }
+    }
+  }
+
+ private:
+  status fill() {
+    for (;;) {
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {closing_.fd(), POLLIN, 0}};
+      const int ready = ::poll(fds, 2, -1);
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        return status::end;
+      }
+      if (closing_.is_set()) return status::closing;
+      if (fds[0].revents == 0) continue;
+      const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return status::end;  // end of input, or an unreadable stdin
+      begin_ = 0;
+      end_ = static_cast<std::size_t>(n);
+      return status::ok;
+    }
+  }
+
+  int fd_;
+  const closing_flag& closing_;
+  std::size_t max_;
+  std::vector<char> buffer_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
+
+}  // namespace bashexec::server

@@ -1,0 +1,400 @@
+// server/mcp_server: the tools as a Model Context Protocol server over two
+// descriptors (`bashexec mcp`; docs/tool-protocol.md), embeddable by a C++
+// host (docs/embedding-server.md): lifecycle, tools/list, tools/call,
+// cancellation, progress, logging notices, elicitation for escalations, and
+// batches where the negotiated version allows them. The wire vocabulary is
+// mcp_protocol.hpp's; the reader, writer, worker slots and `call_runner` are
+// shared with json_lines_server. One connection is one session.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bashexec/run_progress.hpp"
+#include "bashexec/server/call_pool.hpp"
+#include "bashexec/server/call_runner.hpp"
+#include "bashexec/server/line_io.hpp"
+#include "bashexec/server/mcp_calls.hpp"
+#include "bashexec/server/mcp_protocol.hpp"
+#include "bashexec/server/options.hpp"
+#include "bashexec/server/request_parse.hpp"
+#include "bashexec/server/session_logs.hpp"
+#include "bashexec/tools/bash_tools.hpp"
+#include "bashexec/tools/render.hpp"
+
+namespace bashexec::server {
+
+/// How an MCP server serves: `server_options`, with escalations asked
+/// through elicitation by default, and the one session of the connection.
+struct mcp_server_options : server_options {
+  mcp_server_options() { approve = approval_policy::ask; }
+  /// The connection's session: it owns its tasks, and its mode override is
+  /// replayed from `session_dir`.
+  std::string session = "mcp";
+  /// How often a call that carries a progress token is told how it runs.
+  std::chrono::milliseconds progress_interval{500};
+};
+
+template <class Executor>
+class mcp_server {
+ public:
+  /// Serves `executor`'s tools over MCP on `in_fd` / `out_fd` (not owned;
+  /// left open). Construct it, then call `serve` (it blocks); `stop` from
+  /// any other thread ends it. The executor must outlive this object.
+  mcp_server(Executor& executor, mcp_server_options options = {}, int in_fd = STDIN_FILENO,
+             int out_fd = STDOUT_FILENO)
+      : in_fd_(in_fd),
+        options_(std::move(options)),
+        out_(out_fd, closing_, mcp::fallback_line),
+        pool_(options_.max_in_flight, closing_),
+        logs_(options_.session_dir),
+        log_(logs_.open(options_.session)),
+        tools_(executor, [this](const std::optional<owner_token>&, const std::string& notice) { log_notice(notice); }),
+        runner_(tools_, options_.approve, options_.workdir,
+                [this](const approval_request& request, std::stop_token stop) {
+                  return pool_.without_slot([&] { return elicit(request, stop); });
+                }) {}
+
+  mcp_server(const mcp_server&) = delete;
+  mcp_server& operator=(const mcp_server&) = delete;
+
+  ~mcp_server() { finish(); }
+
+  /// Serves until end of input or `stop()`; then no more lines are read, the
+  /// calls in flight are aborted (their responses still written while
+  /// stdout takes them), open questions are cancelled, and it returns once
+  /// every call has answered. The executor's disposal kills the tasks.
+  void serve() {
+    std::jthread ticker([this](std::stop_token stop) { tick_progress(stop); });
+    line_reader reader(in_fd_, closing_, options_.limits.max_line_bytes);
+    std::string line;
+    for (;;) {
+      const auto status = reader.next(line);
+      if (status == line_reader::status::end || status == line_reader::status::closing) break;
+      if (status == line_reader::status::too_long) {
+        out_.emit(mcp::error(recover_id(line), mcp::invalid_request,
+                             fmt::format("message longer than {} bytes; ignored", options_.limits.max_line_bytes)));
+        continue;
+      }
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (!handle_line(line)) break;
+    }
+    ticker.request_stop();
+    wake_ticker();
+    finish();
+  }
+
+  /// Stops reading and aborts the calls in flight; `serve` then returns.
+  /// Safe from any thread (a signal-watching thread, say).
+  void stop() noexcept {
+    closing_.set();
+    pool_.stop();
+    questions_.cancel_all();
+    wake_ticker();
+  }
+
+  bool output_lost() const noexcept { return out_.lost(); }
+
+ private:
+  // ---- the reader thread ------------------------------------------------
+
+  /// False when the server stops reading (it is closing).
+  bool handle_line(std::string_view line) noexcept {
+    try {
+      const bool batches = negotiated_batches();
+      parsed_line parsed = parse_request_line(line, options_.limits, /*allow_array=*/true);
+      if (!parsed.request) {
+        out_.emit(mcp::refusal(std::move(parsed)));
+        return true;
+      }
+      nlohmann::json& message = *parsed.request;
+      if (!message.is_array()) return handle_message(message, nullptr);
+      if (!batches) {
+        out_.emit(mcp::batch_refused(version_or_none()));
+        return true;
+      }
+      if (message.empty()) {
+        out_.emit(mcp::error(nullptr, mcp::invalid_request, "an empty batch"));
+        return true;
+      }
+      auto batch = std::make_shared<mcp::batch_replies>(out_);
+      bool reading = true;
+      for (auto& element : message)
+        if (reading) reading = handle_message(element, batch);
+      batch->add(std::nullopt);
+      return reading;
+    } catch (const std::exception& e) {
+      out_.emit(mcp::error(nullptr, mcp::internal_error, fmt::format("internal error: {}", e.what())));
+      return true;
+    } catch (...) {
+      out_.emit(nullptr);
+      return true;
+    }
+  }
+
+  void reply(const std::shared_ptr<mcp::batch_replies>& batch, nlohmann::json message) {
+    if (batch) {
+      batch->expect();
+      batch->add(std::move(message));
+    } else {
+      out_.emit(message);
+    }
+  }
+
+  bool handle_message(const nlohmann::json& message, const std::shared_ptr<mcp::batch_replies>& batch) {
+    mcp::incoming in = mcp::sort_message(message);
+    switch (in.what) {
+      case mcp::incoming::kind::invalid: reply(batch, std::move(in.reply)); return true;
+      case mcp::incoming::kind::answer: questions_.settle(in.id, mcp::approval_from(message)); return true;
+      case mcp::incoming::kind::notification: handle_notification(in.method, in.params); return true;  // never answered
+      case mcp::incoming::kind::request: break;
+    }
+    return handle_request(std::move(in.id), in.method, in.params, batch);
+  }
+
+  bool handle_request(nlohmann::json id, const std::string& name, const nlohmann::json& params,
+                      const std::shared_ptr<mcp::batch_replies>& batch) {
+    if (name == "ping") {
+      reply(batch, mcp::result(std::move(id), nlohmann::json::object()));
+      return true;
+    }
+    if (name == "initialize") {
+      reply(batch, batch ? mcp::error(std::move(id), mcp::invalid_request, "initialize must not be part of a batch")
+                         : initialize(std::move(id), params));
+      return true;
+    }
+    if (!initialized()) {
+      // The lifecycle puts initialize first; only ping may precede it.
+      reply(batch, mcp::error(std::move(id), mcp::invalid_request,
+                              fmt::format("the session is not initialized: send initialize before {}",
+                                          command_summary(name, 100))));
+      return true;
+    }
+    if (name == "tools/list") {
+      reply(batch, mcp::result(std::move(id), {{"tools", mcp::tool_list(tools_.schemas(), version_or_none())}}));
+      return true;
+    }
+    if (name == "tools/call") return call_tool(std::move(id), params, batch);
+    if (name == "logging/setLevel") {
+      const auto level = params.find("level");
+      const auto index = level != params.end() ? mcp::log_level(*level) : std::nullopt;
+      if (!index) {
+        reply(batch, mcp::error(std::move(id), mcp::invalid_params,
+                                "\"level\" must be one of debug, info, notice, warning, error, critical, alert, "
+                                "emergency"));
+        return true;
+      }
+      min_level_.store(*index);
+      reply(batch, mcp::result(std::move(id), nlohmann::json::object()));
+      return true;
+    }
+    reply(batch, mcp::error(std::move(id), mcp::method_not_found,
+                            fmt::format("method not found: {}", command_summary(name, 100))));
+    return true;
+  }
+
+  void handle_notification(const std::string& name, const nlohmann::json& params) {
+    if (name == "notifications/initialized") {
+      std::lock_guard lock(mutex_);
+      client_ready_ = true;
+      return;
+    }
+    if (name == "notifications/cancelled" && params.is_object()) {
+      const auto request_id = params.find("requestId");
+      if (request_id == params.end()) return;  // malformed: ignored, as the specification says
+      calls_.cancel(*request_id);
+    }
+    // Any other notification needs nothing from us.
+  }
+
+  nlohmann::json initialize(nlohmann::json id, const nlohmann::json& params) {
+    const auto requested = params.find("protocolVersion");
+    if (requested == params.end() || !requested->is_string())
+      return mcp::error(std::move(id), mcp::invalid_params, "initialize needs a string \"protocolVersion\"");
+    std::lock_guard lock(mutex_);
+    if (version_)
+      return mcp::error(std::move(id), mcp::invalid_request, "initialize was already received on this connection");
+    version_ = mcp::negotiate(requested->get_ref<const std::string&>());
+    elicitation_ = mcp::offers_form_elicitation(*version_, params);
+    batches_.store(*version_ == "2025-03-26");
+    return mcp::result(std::move(id), mcp::initialize_result(*version_));
+  }
+
+  bool initialized() {
+    std::lock_guard lock(mutex_);
+    return version_.has_value();
+  }
+
+  bool negotiated_batches() const noexcept { return batches_.load(); }
+
+  std::string version_or_none() {
+    std::lock_guard lock(mutex_);
+    return version_ ? *version_ : std::string("(none yet: the session is not initialized)");
+  }
+
+  bool call_tool(nlohmann::json id, const nlohmann::json& params, const std::shared_ptr<mcp::batch_replies>& batch) {
+    const auto name = params.find("name");
+    if (name == params.end() || !name->is_string()) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_params, "tools/call needs a string \"name\""));
+      return true;
+    }
+    const std::string& tool = name->get_ref<const std::string&>();
+    if (std::find(tool_names.begin(), tool_names.end(), tool) == tool_names.end()) {
+      reply(batch,
+            mcp::error(std::move(id), mcp::invalid_params,
+                       fmt::format("unknown tool {} (bash, bash_output, bash_kill)", command_summary(tool, 100))));
+      return true;
+    }
+    auto call = std::make_shared<mcp::call_state>();
+    call->id = id;
+    call->key = mcp::id_key(id);
+    call->batch = batch;
+    call->started = std::chrono::steady_clock::now();
+    if (const auto meta = params.find("_meta"); meta != params.end() && meta->is_object())
+      if (const auto token = meta->find("progressToken");
+          token != meta->end() && (token->is_string() || token->is_number_integer())) {
+        call->progress_token = *token;
+        call->progress = std::make_shared<run_progress>();
+      }
+    tool_call work{id, tool, nlohmann::json::object(), options_.session, log_, call->progress};
+    if (const auto args = params.find("arguments"); args != params.end()) work.args = *args;
+    if (!calls_.add(call)) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_request, "a request with this id is still in flight"));
+      return true;
+    }
+    if (batch) batch->expect();
+    if (!pool_.acquire()) {
+      finish_call(call, tool_result{"the server is shutting down; the call did not run", true});
+      return false;
+    }
+    pool_.launch(
+        [this, call, work = std::move(work)] {
+          tool_result result;
+          {
+            // A closing server stops every call.
+            std::stop_callback link(pool_.stop_token(), [call] { call->stop.request_stop(); });
+            result = runner_.call(work, call->stop.get_token());
+          }
+          finish_call(call, std::move(result));
+        },
+        [this, call](std::string_view reason) { finish_call(call, tool_result{std::string(reason), true}); });
+    return true;
+  }
+
+  // ---- the worker threads -----------------------------------------------
+
+  /// The response to a tools/call, unless it was cancelled (then nothing
+  /// follows, as the cancellation utility says). Never throws.
+  void finish_call(const std::shared_ptr<mcp::call_state>& call, tool_result result) noexcept {
+    const bool cancelled = calls_.finish(*call);
+    std::optional<nlohmann::json> response;
+    if (!cancelled) {
+      try {
+        response = mcp::call_result(call->id, std::move(result), version_or_none());
+      } catch (...) {
+        response = nlohmann::json(nullptr);  // the writer's fallback line
+      }
+    }
+    if (call->batch)
+      call->batch->add(std::move(response));
+    else if (response)
+      out_.emit(*response);
+  }
+
+  /// Asks the person through `elicitation/create` (the client declared the
+  /// capability) and waits for the answer, the call's cancellation or the
+  /// server's end. Runs without the call's slot.
+  approval_outcome elicit(const approval_request& request, const std::stop_token& stop) {
+    std::string version;
+    {
+      std::lock_guard lock(mutex_);
+      // No capability, or (against the lifecycle) no initialized notification yet.
+      if (!elicitation_ || !client_ready_) return approval_outcome::unavailable;
+      if (closing_.is_set()) return approval_outcome::cancelled;
+      version = version_.value_or("");
+    }
+    auto [id, answer] = questions_.open();
+    out_.emit(mcp::elicitation_request(id, request, version));
+    // A cancelled call withdraws its question (and tells the client so).
+    std::stop_callback withdraw(stop, [this, id = id] {
+      if (questions_.settle(id, approval_outcome::cancelled))
+        out_.emit(mcp::notification("notifications/cancelled",
+                                    {{"requestId", id}, {"reason", "the tool call was cancelled"}}));
+    });
+    return answer.get();
+  }
+
+  /// (Either thread.) A background task settled: the same notice `serve`
+  /// sends, as a log message at level notice, when the level lets it through.
+  void log_notice(const std::string& notice) {
+    if (!initialized() || min_level_.load() > mcp::notice_level) return;
+    out_.emit(mcp::notice_message(notice));
+  }
+
+  /// Every `progress_interval`, each call that carries a progress token is
+  /// told how long it has run and how many bytes it printed.
+  void tick_progress(std::stop_token stop) {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        progress_changed_.wait_for(lock, options_.progress_interval,
+                                   [&] { return stop.stop_requested() || closing_.is_set(); });
+        if (stop.stop_requested() || closing_.is_set()) return;
+      }
+      calls_.report_progress([this](const nlohmann::json& line) { out_.emit(line); },
+                             std::chrono::steady_clock::now());
+    }
+  }
+
+  void wake_ticker() noexcept {
+    try {
+      std::lock_guard lock(mutex_);  // the ticker is waiting or has not checked yet
+    } catch (...) {
+    }
+    progress_changed_.notify_all();
+  }
+
+  void finish() {
+    stop();
+    pool_.join();
+  }
+
+  int in_fd_;
+  mcp_server_options options_;
+  closing_flag closing_;
+  line_writer out_;
+  call_pool pool_;
+  session_logs logs_;
+  std::shared_ptr<session_log> log_;
+
+  std::mutex mutex_;
+  std::condition_variable progress_changed_;
+  std::optional<std::string> version_;
+  bool elicitation_ = false;
+  bool client_ready_ = false;
+  std::atomic<bool> batches_{false};
+  std::atomic<std::size_t> min_level_{0};
+  mcp::calls_in_flight calls_;
+  mcp::questions questions_;
+
+  // Unsubscribes from the executor before the members above go away.
+  bash_tools<Executor> tools_;
+  call_runner<Executor> runner_;
+};
+
+}  // namespace bashexec::server

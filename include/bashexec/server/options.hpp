@@ -1,0 +1,34 @@
+// server/options: how a tool server (json_lines_server, mcp_server) serves:
+// who answers escalation questions, how many calls run at once, where the
+// sessions' logs live, the sessions' working directory and the request bounds.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+
+#include "bashexec/server/request_parse.hpp"
+
+namespace bashexec::server {
+
+/// Who answers escalation questions: nobody (`never`: each is refused as
+/// unavailable), a policy that allows every one (`always`), or a person
+/// asked through the protocol (`ask`: `approval` lines under
+/// json_lines_server, elicitation under mcp_server).
+enum class approval_policy { never, always, ask };
+
+struct server_options {
+  approval_policy approve = approval_policy::never;
+  /// Tool calls running at once; reading pauses while all are taken.
+  std::size_t max_in_flight = 32;
+  /// Where the sessions' logs (their mode overrides) live, one file per
+  /// session; empty: in memory only, forgotten with the server. Keep it out
+  /// of every writable root of a confined command.
+  std::filesystem::path session_dir{};
+  /// The sessions' working directory (a relative `workdir` resolves against
+  /// it); empty: the executor's.
+  std::filesystem::path workdir{};
+  /// The bounds of one request line.
+  request_limits limits{};
+};
+
+}  // namespace bashexec::server

@@ -1,0 +1,156 @@
+// The tool servers embedded in a C++ host (docs/embedding-server.md): a
+// json_lines_server and an mcp_server over an executor the host owns, fed
+// request lines through a pipe, their responses read from another — the
+// same objects `bashexec serve` and `bashexec mcp` run.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "executor_test_support.hpp"
+
+#include <bashexec/bashexec.hpp>
+#include <bashexec/server/json_lines_server.hpp>
+#include <bashexec/server/mcp_server.hpp>
+
+using namespace bashexec;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+/// The host's side of a server: a pipe it writes requests into and a pipe
+/// it reads responses from, each line parsed as JSON.
+class host_pipes {
+ public:
+  host_pipes() {
+    int in[2];
+    int out[2];
+    REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    server_in_ = detail::unique_fd(in[0]);
+    requests_ = detail::unique_fd(in[1]);
+    responses_ = detail::unique_fd(out[0]);
+    server_out_ = detail::unique_fd(out[1]);
+    reader_.emplace(responses_.get(), gave_up_, std::size_t{1} << 20);
+  }
+
+  int server_in() const { return server_in_.get(); }
+  int server_out() const { return server_out_.get(); }
+
+  void send(const json& request) {
+    const std::string line = request.dump() + "\n";
+    REQUIRE(::write(requests_.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+
+  /// End of input: the server stops reading and returns from `serve`.
+  void close_requests() { requests_.reset(); }
+
+  /// The next line the server wrote that `wanted` accepts (others are
+  /// skipped); fails the test once the host has waited 30 s in all.
+  template <class Pred>
+  json next(Pred wanted) {
+    std::string line;
+    for (;;) {
+      const auto status = reader_->next(line);
+      REQUIRE(status == server::line_reader::status::ok);
+      json parsed = json::parse(line);
+      if (wanted(parsed)) return parsed;
+    }
+  }
+
+ private:
+  detail::unique_fd server_in_, requests_, responses_, server_out_;
+  server::closing_flag gave_up_;
+  std::optional<server::line_reader> reader_;  // once `responses_` is open
+  // Declared last, so stopped first: ends a read that would wait forever.
+  std::jthread watchdog_{[this](std::stop_token stop) {
+    std::mutex mutex;
+    std::condition_variable_any never;
+    std::unique_lock lock(mutex);
+    if (!never.wait_for(lock, stop, 30s, [] { return false; }) && !stop.stop_requested()) gave_up_.set();
+  }};
+};
+
+}  // namespace
+
+TEST_CASE("a C++ host embeds the JSON-lines server over its own executor and descriptors", "[server][embedding]") {
+  test_support::temp_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor executor(config);  // the host's: it outlives the server
+  host_pipes pipes;
+
+  server::server_options options;
+  options.workdir = work.path();  // session_dir left empty: the sessions' logs stay in memory
+  server::json_lines_server server(executor, options, pipes.server_in(), pipes.server_out());
+  std::thread serving([&] { server.serve(); });
+
+  pipes.send({{"id", 1}, {"op", "tools"}});
+  const json tools = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
+  CHECK(tools["tools"].size() == 3);
+
+  pipes.send({{"id", 2}, {"tool", "bash"}, {"session", "s1"}, {"args", {{"command", "echo hello; pwd"}, {"description", "greet"}}}});
+  const json ran = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 2; });
+  CHECK(ran["text"] == "hello\n" + work.path().string() + "\n");
+  CHECK(ran["is_error"] == false);
+
+  pipes.send({{"id", 3},
+              {"tool", "bash"},
+              {"session", "s1"},
+              {"args", {{"command", "echo later"}, {"description", "bg"}, {"run_in_background", true}}}});
+  CHECK(pipes.next([](const json& j) { return j.contains("id") && j["id"] == 3; })["text"] ==
+        "started background task bash-1");
+  const json notice = pipes.next([](const json& j) { return j.contains("notice"); });
+  CHECK(notice["session"] == "s1");
+  pipes.send({{"id", 4}, {"tool", "bash_output"}, {"session", "s2"}, {"args", {{"task_id", "bash-1"}}}});
+  CHECK(pipes.next([](const json& j) { return j.contains("id") && j["id"] == 4; })["text"] ==
+        "task bash-1 belongs to another session");
+
+  pipes.close_requests();
+  serving.join();
+  CHECK_FALSE(server.output_lost());
+}
+
+TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptors", "[server][embedding][mcp]") {
+  test_support::temp_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor executor(config);
+  host_pipes pipes;
+
+  server::mcp_server_options options;
+  options.workdir = work.path();
+  options.session = "host";
+  server::mcp_server server(executor, options, pipes.server_in(), pipes.server_out());
+  std::thread serving([&] { server.serve(); });
+
+  pipes.send({{"jsonrpc", "2.0"},
+              {"id", 1},
+              {"method", "initialize"},
+              {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
+  CHECK(pipes.next([](const json& j) { return j.contains("id"); })["result"]["protocolVersion"] == "2025-06-18");
+  pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  const json arguments = {{"command", "echo hi; exit 3"}, {"description", "d"}};
+  pipes.send({{"jsonrpc", "2.0"},
+              {"id", 2},
+              {"method", "tools/call"},
+              {"params", {{"name", "bash"}, {"arguments", arguments}}}});
+  const json called = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 2; });
+  CHECK(called["result"]["content"][0]["text"] == "hi\n[exit code: 3]");
+  CHECK(called["result"]["isError"] == false);
+  CHECK(called["result"]["structuredContent"]["exit_code"] == 3);
+
+  pipes.close_requests();
+  serving.join();
+  CHECK_FALSE(server.output_lost());
+}
