@@ -136,12 +136,12 @@ namespace detail {
 
 /// What the child's hook reads: the ruleset descriptor number, valid in the
 /// child because fork_exec runs hooks before renumbering descriptors, and
-/// the seccomp filter when one applies (read-only, a confined network), built
-/// here, in the parent.
+/// the seccomp filter when one applies (read-only, a confined network),
+/// built once per policy object in the parent (`seccomp_filter_cache`).
 struct landlock_ruleset {
   unique_fd fd;
   int number = -1;
-  std::optional<seccomp_filter> filter;
+  std::shared_ptr<const seccomp_filter> filter;
   /// Not privileged: enter a user namespace of the caller's own first
   /// (detail/user_namespace.hpp), for the mount namespace and the bounding set.
   bool user_namespace = false;
@@ -243,7 +243,7 @@ class landlock {
     detail::seccomp_parts parts;
     parts.network = network && detail::seccomp_filter_supported;
     parts.metadata_writes = mode == sandbox_mode::read_only && detail::seccomp_filter_supported;
-    if (parts.any()) ruleset->filter.emplace(parts);
+    if (parts.any()) ruleset->filter = filters_->get(parts);
     ruleset->fd.reset(detail::landlock_create_ruleset(&attr, detail::landlock_ruleset_attr_size(attr), 0));
     if (!ruleset->fd) detail::throw_syscall("landlock_create_ruleset");
     ruleset->number = ruleset->fd.get();
@@ -350,6 +350,9 @@ class landlock {
 
   std::vector<std::filesystem::path> protected_;
   network_access network_;
+  /// The seccomp programs, built on first use and shared by copies of this
+  /// policy: a spawn does no filter building at all.
+  std::shared_ptr<detail::seccomp_filter_cache> filters_ = std::make_shared<detail::seccomp_filter_cache>();
 };
 
 static_assert(confining_policy<landlock>);
