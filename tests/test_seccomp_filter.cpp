@@ -16,7 +16,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <set>
 #include <span>
 #include <thread>
@@ -33,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bashexec/confinement/landlock.hpp>
 #include <bashexec/detail/seccomp_filter.hpp>
 
 using namespace bashexec::detail;
@@ -240,25 +240,59 @@ TEST_CASE("seccomp filter: each combination of parts is built once and shared by
     WARN("skipped: no seccomp filter for this architecture");
     return;
   }
-  auto cache = std::make_shared<seccomp_filter_cache>();
+  seccomp_filter_cache cache;
   const seccomp_parts read_only{.network = false, .metadata_writes = true};
   const seccomp_parts both{.network = true, .metadata_writes = true};
-  std::vector<std::shared_ptr<const seccomp_filter>> got(8);
+  std::vector<const seccomp_filter*> got(8);
   std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < got.size(); ++i) threads.emplace_back([&, i] { got[i] = cache->get(read_only); });
+  for (std::size_t i = 0; i < got.size(); ++i) threads.emplace_back([&, i] { got[i] = &cache.get(read_only); });
   for (auto& thread : threads) thread.join();
-  for (const auto& filter : got) CHECK(filter.get() == got[0].get());
+  for (const seccomp_filter* filter : got) CHECK(filter == got[0]);
   CHECK(got[0]->parts().metadata_writes);
   CHECK_FALSE(got[0]->parts().network);
-  const auto other = cache->get(both);
-  CHECK(other.get() != got[0].get());
-  CHECK(other->parts().network);
-  // The program outlives the cache's last owner but one: the pointer holds it.
-  const seccomp_filter* raw = got[0].get();
-  cache.reset();
-  got.resize(1);
-  CHECK(got[0].get() == raw);
+  const seccomp_filter& other = cache.get(both);
+  CHECK(&other != got[0]);
+  CHECK(other.parts().network);
+  CHECK(&cache.get(both) == &other);
   CHECK(got[0]->program().len == got[0]->code().size());
+}
+
+TEST_CASE("landlock: read-only spawns share one ruleset and one filter built in the parent, workspace-write "
+          "builds only its own ruleset (contract 13)",
+          "[seccomp][landlock]") {
+  if (bashexec::landlock::abi() < 1) {
+    WARN("skipped: Landlock is not available here");
+    return;
+  }
+  bashexec::executor_config config;
+  config.sandbox.network = bashexec::network_access::none;
+  const bashexec::landlock policy{config};
+  const bashexec::landlock copy = policy;  // copies share what was built
+  auto context = [](const bashexec::launch_plan& plan) {
+    return static_cast<const landlock_ruleset*>(plan.hook.context);
+  };
+  bashexec::launch_plan a, b, c, d;
+  const auto launch_a = policy.prepare(bashexec::sandbox_mode::read_only, "/tmp", a);
+  const auto launch_b = copy.prepare(bashexec::sandbox_mode::read_only, "/", b);
+  const auto launch_c = policy.prepare(bashexec::sandbox_mode::workspace_write, "/tmp", c);
+  const auto launch_d = policy.prepare(bashexec::sandbox_mode::workspace_write, "/tmp", d);
+  CHECK(context(a)->number >= 0);
+  CHECK(context(a)->number == context(b)->number);
+  CHECK_FALSE(context(a)->fd);
+  CHECK(context(a)->filter == context(b)->filter);
+  CHECK(context(c)->number != context(a)->number);
+  CHECK(context(c)->number != context(d)->number);
+  CHECK(context(c)->filter == context(d)->filter);
+  if (seccomp_filter_supported) {
+    REQUIRE(context(a)->filter != nullptr);
+    REQUIRE(context(c)->filter != nullptr);
+    CHECK(context(a)->filter != context(c)->filter);
+    CHECK(context(a)->filter->parts().metadata_writes);
+    CHECK_FALSE(context(c)->filter->parts().metadata_writes);
+    CHECK(context(c)->filter->parts().network);
+  }
+  // The shared descriptor is close-on-exec: no command inherits it.
+  CHECK((::fcntl(context(a)->number, F_GETFD) & FD_CLOEXEC) != 0);
 }
 
 TEST_CASE("seccomp filter: loaded by one system call in a forked child, it refuses a real chmod (EACCES), "

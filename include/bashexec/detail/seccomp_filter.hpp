@@ -61,7 +61,6 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -253,14 +252,19 @@ class seccomp_filter {
 /// Built-once programs, one per combination of parts: the first spawn that
 /// needs a combination builds it, every later one (any thread) reuses it. A
 /// build that throws leaves the slot empty for the next caller to retry.
-class seccomp_filter_cache : public std::enable_shared_from_this<seccomp_filter_cache> {
+/// Neither copyable nor movable: spawns hold pointers into it (keep the
+/// cache alive, e.g. behind a shared_ptr, as long as any may load one).
+class seccomp_filter_cache {
  public:
-  /// The program for `parts` (at least one), kept alive by the returned
-  /// pointer together with this cache.
-  std::shared_ptr<const seccomp_filter> get(seccomp_parts parts) {
+  seccomp_filter_cache() = default;
+  seccomp_filter_cache(const seccomp_filter_cache&) = delete;
+  seccomp_filter_cache& operator=(const seccomp_filter_cache&) = delete;
+
+  /// The program for `parts` (at least one).
+  const seccomp_filter& get(seccomp_parts parts) {
     const std::size_t slot = (parts.network ? 2U : 0U) + (parts.metadata_writes ? 1U : 0U);
     std::call_once(once_[slot], [&] { filters_[slot].emplace(parts); });
-    return std::shared_ptr<const seccomp_filter>(shared_from_this(), &*filters_[slot]);
+    return *filters_[slot];
   }
 
  private:
