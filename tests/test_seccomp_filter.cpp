@@ -119,17 +119,27 @@ std::vector<abi> abis() {
 #endif
 }
 
+/// The three programs a spawn can load, built in place (a filter never moves).
+struct every_part {
+  seccomp_filter metadata{{.network = false, .metadata_writes = true}};
+  seccomp_filter network{{.network = true, .metadata_writes = false}};
+  seccomp_filter both{{.network = true, .metadata_writes = true}};
+};
+
 }  // namespace
+
+/// Skips the rest of a test case, visibly, where no filter is built.
+#define SKIP_WITHOUT_SECCOMP_FILTER()                                  \
+  if (!seccomp_filter_supported) {                                     \
+    WARN("skipped: no seccomp filter for this architecture");          \
+    return;                                                            \
+  }
 
 TEST_CASE("seccomp filter: each part refuses exactly its syscalls on the native and every compat ABI (contract 13)",
           "[seccomp]") {
-  if (!seccomp_filter_supported) {
-    WARN("skipped: no seccomp filter for this architecture");
-    return;
-  }
-  const seccomp_filter metadata({.network = false, .metadata_writes = true});
-  const seccomp_filter network({.network = true, .metadata_writes = false});
-  const seccomp_filter both({.network = true, .metadata_writes = true});
+  SKIP_WITHOUT_SECCOMP_FILTER();
+  const every_part filters;
+  const auto& [metadata, network, both] = filters;
   CHECK(metadata.program().len == metadata.code().size());
   CHECK(metadata.program().filter == metadata.code().data());
 
@@ -185,13 +195,9 @@ TEST_CASE("seccomp filter: each part refuses exactly its syscalls on the native 
 TEST_CASE("seccomp filter: under metadata_writes the inode-attribute ioctls (chattr) are refused on every ABI, "
           "every other ioctl passes",
           "[seccomp]") {
-  if (!seccomp_filter_supported) {
-    WARN("skipped: no seccomp filter for this architecture");
-    return;
-  }
-  const seccomp_filter metadata({.network = false, .metadata_writes = true});
-  const seccomp_filter network({.network = true, .metadata_writes = false});
-  const seccomp_filter both({.network = true, .metadata_writes = true});
+  SKIP_WITHOUT_SECCOMP_FILTER();
+  const every_part filters;
+  const auto& [metadata, network, both] = filters;
 
   // The commands agree with the kernel's header where it spells them.
   const auto refused_cmd = [](std::uint32_t cmd) {
@@ -236,10 +242,7 @@ TEST_CASE("seccomp filter: under metadata_writes the inode-attribute ioctls (cha
 
 TEST_CASE("seccomp filter: each combination of parts is built once and shared by every caller, from any thread",
           "[seccomp]") {
-  if (!seccomp_filter_supported) {
-    WARN("skipped: no seccomp filter for this architecture");
-    return;
-  }
+  SKIP_WITHOUT_SECCOMP_FILTER();
   seccomp_filter_cache cache;
   const seccomp_parts read_only{.network = false, .metadata_writes = true};
   const seccomp_parts both{.network = true, .metadata_writes = true};
@@ -298,10 +301,7 @@ TEST_CASE("landlock: read-only spawns share one ruleset and one filter built in 
 TEST_CASE("seccomp filter: loaded by one system call in a forked child, it refuses a real chmod (EACCES), "
           "a TCP socket (EPERM), setxattrat (EACCES) and chattr's ioctl, and lets a unix socket through",
           "[seccomp]") {
-  if (!seccomp_filter_supported) {
-    WARN("skipped: no seccomp filter for this architecture");
-    return;
-  }
+  SKIP_WITHOUT_SECCOMP_FILTER();
   const seccomp_filter both({.network = true, .metadata_writes = true});
   char path[] = "/tmp/bashexec-seccomp-XXXXXX";
   const int file = ::mkstemp(path);
