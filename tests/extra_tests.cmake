@@ -9,6 +9,7 @@ add_test(NAME consumer_find_package
     -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/consumer
     -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer
     -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+    -DEXTENDING_DIR=${PROJECT_SOURCE_DIR}/docs/examples/extending
     -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer_test.cmake)
 set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 300 LABELS "package")
 

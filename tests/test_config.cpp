@@ -7,12 +7,20 @@
 
 #include <catch2/catch.hpp>
 
+#include <bashexec/confinement/chain.hpp>
+#include <bashexec/confinement/runner_command.hpp>
 #include <bashexec/local_executor.hpp>
+#include <bashexec/sandbox_executor.hpp>
 
 #include "executor_test_support.hpp"
 
 using namespace bashexec;
 using namespace std::chrono_literals;
+
+namespace {
+using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
+using runner_chain = chain<runner_command, bwrap, landlock>;
+}  // namespace
 
 namespace {
 
@@ -176,12 +184,10 @@ TEST_CASE("contract 16: a blank runner failure signature is rejected at construc
           "[config][contract-16]") {
   for (const std::string blank : {"", " ", " \t\n"}) {
     INFO("signature \"" << blank << "\"");
-    executor_config config;
-    config.sandbox.runner_argv = {"/usr/bin/bwrap"};
-    config.sandbox.runner_failure_signatures = {"bwrap: ", blank};
-    CHECK_THAT(invalid_argument_message([&] { local_executor executor(config); }),
-               Catch::Contains("sandbox.runner_failure_signatures"));
-    CHECK_THAT(invalid_argument_message([&] { validate(config); }), Catch::Contains("blank"));
+    const runner_command::config own{.argv = {"/usr/bin/bwrap"}, .failure_signatures = {"bwrap: ", blank}};
+    CHECK_THAT(invalid_argument_message([&] { runner_executor executor({}, own); }),
+               Catch::Contains("runner_command.failure_signatures"));
+    CHECK_THAT(invalid_argument_message([&] { own.validate(); }), Catch::Contains("blank"));
   }
 }
 
@@ -204,4 +210,35 @@ TEST_CASE("contract 1: a sandbox mode outside the ladder is rejected at construc
   CHECK_THAT(invalid_argument_message(
                  [&] { (void)executor.resolve({.command = "true", .mode = static_cast<sandbox_mode>(7)}); }),
              Catch::Contains("mode"));
+}
+
+TEST_CASE("a confinement's own configuration is validated at construction, naming the field",
+          "[config][confinement]") {
+  CHECK_THAT(invalid_argument_message([] { sandbox_executor executor({}, bwrap::config{.program = ""}); }),
+             Catch::Contains("bwrap.program"));
+  CHECK_THAT(invalid_argument_message([] { runner_executor executor({}, runner_command::config{.argv = {"r"}, .failure_signatures = {}}); }),
+             Catch::Contains("runner_command.argv and runner_command.failure_signatures"));
+  CHECK_THAT(invalid_argument_message(
+                 [] { runner_executor executor({}, runner_command::config{.argv = {}, .failure_signatures = {"r: "}}); }),
+             Catch::Contains("runner_command.argv and runner_command.failure_signatures"));
+  // Unconfigured (both empty) passes validation; building the policy alone
+  // says what is missing.
+  CHECK_THAT(invalid_argument_message([] { runner_command policy(sandbox_config{}, {}); }),
+             Catch::Contains("runner_command.argv"));
+}
+
+TEST_CASE("a chain's configuration holds each candidate's, converts from one and validates all",
+          "[config][confinement][chain]") {
+  runner_chain::config own = bwrap::config{.program = "/opt/bwrap"};
+  CHECK(own.get<bwrap>().program == "/opt/bwrap");
+  CHECK(own.get<runner_command>().argv.empty());
+  CHECK_NOTHROW(own.validate());
+  own.get<runner_command>().argv = {"myrunner"};
+  CHECK_THAT(invalid_argument_message([&] { own.validate(); }), Catch::Contains("runner_command.argv"));
+  using runner_chain_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_chain>>>;
+  CHECK_THAT(invalid_argument_message([&] { runner_chain_executor executor({}, own); }),
+             Catch::Contains("runner_command.failure_signatures"));
+  // An unconfigured runner_command is an unusable candidate, not an error:
+  // the chain is built and names why when it is asked to select.
+  CHECK_NOTHROW(runner_chain(sandbox_config{}, bwrap::config{}));
 }

@@ -446,69 +446,67 @@ TEST_CASE("containment: automatic containment never throws: an unusable cgroup_p
   CHECK(guardians_of_self().empty());  // no guardian without a cgroup
 }
 
-TEST_CASE("containment: every escape form leaves no process once a foreground run returns",
+namespace {
+
+/// One way a command's life ends, driven to the end for an escape command
+/// whose escapee carries `marker`; checks what the ending itself promises.
+struct ending {
+  const char* name;
+  void (*drive)(fork_executor&, const escape_form&, const std::string& marker);
+};
+
+const ending endings[] = {
+    {"the foreground run returns",
+     [](fork_executor& executor, const escape_form& form, const std::string& marker) {
+       const run_result result = executor.run(executor.resolve({.command = escape_command(form, marker)}));
+       CHECK(result.out.text.find("seen") != std::string::npos);
+       CHECK(result.containment == containment_mechanism::cgroup);
+     }},
+    {"a timeout",
+     [](fork_executor& executor, const escape_form& form, const std::string& marker) {
+       const run_result result =
+           executor.run(executor.resolve({.command = escape_command(form, marker, "sleep 300"), .timeout = 3s}));
+       CHECK(result.timed_out);
+       CHECK(result.out.text.find("seen") != std::string::npos);  // the escapee ran before the timeout
+     }},
+    {"an abort",
+     [](fork_executor& executor, const escape_form& form, const std::string& marker) {
+       std::stop_source source;
+       std::atomic<bool> seen{false};
+       std::thread aborter([&] {
+         seen = eventually([&] { return !processes_with(marker + "-x").empty(); }, 20s);
+         source.request_stop();
+       });
+       const run_result result = executor.run(
+           executor.resolve({.command = escape_command(form, marker, "sleep 300"), .stop = source.get_token()}));
+       aborter.join();
+       CHECK(seen.load());
+       CHECK(result.aborted);
+     }},
+    {"kill of its background task",
+     [](fork_executor& executor, const escape_form& form, const std::string& marker) {
+       const task_id id = start(executor, escape_command(form, marker, "sleep 300"));
+       REQUIRE(eventually([&] { return !processes_with(marker + "-x").empty(); }, 20s));
+       CHECK(executor.kill(id));
+       const task_snapshot facts = executor.wait(id);
+       CHECK(facts.status == task_status::killed);
+       CHECK(facts.containment == containment_mechanism::cgroup);
+     }},
+};
+
+}  // namespace
+
+TEST_CASE("containment: every escape form leaves no process after every ending (return, timeout, abort, kill)",
           "[containment][default]") {
   SKIP_UNLESS(cgroup_missing());
   fork_executor executor(fast_config());
-  for (const auto& form : escape_forms) {
-    INFO(form.name);
-    const std::string marker = fresh_marker();
-    const run_result result = executor.run(executor.resolve({.command = escape_command(form, marker)}));
-    CHECK(result.out.text.find("seen") != std::string::npos);
-    CHECK(result.containment == containment_mechanism::cgroup);
-    CHECK(processes_with(marker + "-x").empty());
-  }
-}
-
-TEST_CASE("containment: every escape form leaves no process after a timeout", "[containment][default]") {
-  SKIP_UNLESS(cgroup_missing());
-  fork_executor executor(fast_config());
-  for (const auto& form : escape_forms) {
-    INFO(form.name);
-    const std::string marker = fresh_marker();
-    const run_result result =
-        executor.run(executor.resolve({.command = escape_command(form, marker, "sleep 300"), .timeout = 3s}));
-    CHECK(result.timed_out);
-    CHECK(result.out.text.find("seen") != std::string::npos);  // the escapee ran before the timeout
-    CHECK(processes_with(marker + "-x").empty());
-  }
-}
-
-TEST_CASE("containment: every escape form leaves no process after an abort", "[containment][default]") {
-  SKIP_UNLESS(cgroup_missing());
-  fork_executor executor(fast_config());
-  for (const auto& form : escape_forms) {
-    INFO(form.name);
-    const std::string marker = fresh_marker();
-    std::stop_source source;
-    std::atomic<bool> seen{false};
-    std::thread aborter([&] {
-      seen = eventually([&] { return !processes_with(marker + "-x").empty(); }, 20s);
-      source.request_stop();
-    });
-    const run_result result =
-        executor.run(executor.resolve({.command = escape_command(form, marker, "sleep 300"), .stop = source.get_token()}));
-    aborter.join();
-    CHECK(seen.load());
-    CHECK(result.aborted);
-    CHECK(processes_with(marker + "-x").empty());
-  }
-}
-
-TEST_CASE("containment: every escape form leaves no process after kill of its background task",
-          "[containment][default]") {
-  SKIP_UNLESS(cgroup_missing());
-  fork_executor executor(fast_config());
-  for (const auto& form : escape_forms) {
-    INFO(form.name);
-    const std::string marker = fresh_marker();
-    const task_id id = start(executor, escape_command(form, marker, "sleep 300"));
-    REQUIRE(eventually([&] { return !processes_with(marker + "-x").empty(); }, 20s));
-    CHECK(executor.kill(id));
-    const task_snapshot facts = executor.wait(id);
-    CHECK(facts.status == task_status::killed);
-    CHECK(facts.containment == containment_mechanism::cgroup);
-    CHECK(processes_with(marker + "-x").empty());
+  for (const auto& end : endings) {
+    for (const auto& form : escape_forms) {
+      INFO(form.name << " ended by " << end.name);
+      const std::string marker = fresh_marker();
+      end.drive(executor, form, marker);
+      CHECK(processes_with(marker + "-x").empty());
+    }
   }
 }
 

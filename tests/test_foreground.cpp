@@ -114,10 +114,16 @@ TEST_CASE("contract 4: a TERM-ignoring group member that redirected its output a
   // The shell dies of SIGTERM and the pipes reach EOF at once; the member
   // ignoring TERM holds no pipe, so only "escalate until the group is empty"
   // kills it.
+  // The shell waits until the member has ignored TERM (a marker file), so a
+  // loaded machine cannot deliver the TERM before the trap is in place.
+  test_support::temp_dir scratch;
+  const auto trapped = scratch.path() / "trapped";
   const auto start = steady::now();
   auto result = run(executor,
-                    "echo $$; (trap '' TERM; sleep 30; sleep 30) </dev/null >/dev/null 2>&1 & echo $!; sleep 30",
-                    200ms);
+                    "echo $$; (trap '' TERM; : > " + trapped.string() +
+                        "; sleep 30; sleep 30) </dev/null >/dev/null 2>&1 & echo $!; until [ -e " + trapped.string() +
+                        " ]; do sleep 0.01; done; sleep 30",
+                    1000ms);
   const auto elapsed = ms_since(start);
   CHECK(result.timed_out);
   std::istringstream pids(result.out.text);
@@ -127,8 +133,11 @@ TEST_CASE("contract 4: a TERM-ignoring group member that redirected its output a
   REQUIRE(member > 1);
   CHECK_FALSE(test_support::pid_alive(member));
   CHECK(test_support::live_group_members(pgid).empty());
-  CHECK(elapsed >= 200 + 300 - 20);
-  CHECK(elapsed < 5000);
+  if (std::filesystem::exists(trapped))
+    CHECK(elapsed >= 1000 + 300 - 20);  // the member outlived the TERM: only the KILL after the grace ended it
+  else
+    WARN("the member had not ignored TERM within the 1 s timeout (loaded machine): the grace is not checked");
+  CHECK(elapsed < 6000);
 }
 
 TEST_CASE("contract 4: a grandchild in a pipeline dies with the group", "[foreground][contract-4]") {

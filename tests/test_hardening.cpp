@@ -513,7 +513,7 @@ TEST_CASE("Beyond: where user namespaces are refused, Landlock still runs the co
   CHECK(result.sandbox->level == enforcement::partial);
   // Not enforced, as documented: the honest `partial`, not a silent promise.
   CHECK(fs::exists(workspace.path() / ".git" / "hooks" / "pre-commit"));
-  const landlock policy(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()));
+  const landlock policy(config_for<landlock_executor>(sandbox_mode::workspace_write, workspace.path()).sandbox);
   CHECK(policy.leaves_protected_path_writable(sandbox_mode::workspace_write, workspace.path()));
 }
 

@@ -156,11 +156,9 @@ TEST_CASE("network: the bwrap profile (shared with runner_command) ends with --u
     CHECK(ws.back() == "--unshare-net");
     CHECK(std::count(ws.begin(), ws.end(), "--bind") == 1);
 
-    executor_config config;
-    config.sandbox.network = access;
-    config.sandbox.runner_argv = {"/bin/true", "--flag"};
-    config.sandbox.runner_failure_signatures = {"runner: "};
-    runner_command runner(config);
+    sandbox_config shared;
+    shared.network = access;
+    runner_command runner(shared, {.argv = {"/bin/true", "--flag"}, .failure_signatures = {"runner: "}});
     launch_plan plan;
     plan.argv = {"/bin/bash", "-c", "true"};
     runner.prepare(sandbox_mode::read_only, "/ws", plan);
@@ -168,12 +166,9 @@ TEST_CASE("network: the bwrap profile (shared with runner_command) ends with --u
     REQUIRE(separator != plan.argv.end());
     CHECK(std::find(plan.argv.begin(), separator, "--unshare-net") != separator);
   }
-  executor_config config;
-  config.sandbox.runner_argv = {"/bin/true"};
-  config.sandbox.runner_failure_signatures = {"runner: "};
   launch_plan plan;
   plan.argv = {"/bin/bash", "-c", "true"};
-  runner_command(config).prepare(sandbox_mode::read_only, "/ws", plan);
+  runner_command(sandbox_config{}, {.argv = {"/bin/true"}, .failure_signatures = {"runner: "}}).prepare(sandbox_mode::read_only, "/ws", plan);
   CHECK(std::find(plan.argv.begin(), plan.argv.end(), "--unshare-net") == plan.argv.end());
 }
 

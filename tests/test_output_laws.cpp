@@ -1,6 +1,6 @@
-// The laws of an output policy (written at the top of bashexec/output.hpp),
-// checked against every shipped policy with random chunk sizes, plus the
-// tail_spill laws of DESIGN.md contract 5 and 6.
+// The laws of an output policy (bashexec/laws/output.hpp, written at the top
+// of bashexec/output.hpp), checked against every shipped policy with random
+// chunk sizes, plus the tail_spill laws of DESIGN.md contract 5 and 6.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +14,7 @@
 #include <bashexec/output/head_tail.hpp>
 #include <bashexec/output/tail_spill.hpp>
 #include <bashexec/output/unbounded.hpp>
+#include <bashexec/laws/output.hpp>
 
 #include "executor_test_support.hpp"
 
@@ -30,91 +31,38 @@ struct fixture {
   detail::spill_directory spills{parent.path(), std::uint64_t{1} << 32, false};
 };
 
-/// Checks one slice against the stream it claims to come from.
-void check_slice(const output_slice& slice, const std::string& stream, std::uint64_t offset) {
-  REQUIRE(slice.begin >= offset);
-  REQUIRE(slice.begin + slice.bytes.size() <= stream.size());
-  // Compared as a bool: the bytes are binary and would garble the report.
-  const bool bytes_are_the_stream_at_begin =
-      slice.bytes == stream.substr(static_cast<std::size_t>(slice.begin), slice.bytes.size());
-  CAPTURE(offset, slice.begin, slice.bytes.size(), stream.size());
-  CHECK(bytes_are_the_stream_at_begin);
-  CHECK(slice.lossy == (slice.begin > offset));  // lossy exactly when there is a gap
-}
+/// An output policy that serves the last byte again on every read: the
+/// negative control the laws must catch.
+struct repeats_a_byte {
+  static constexpr std::string_view name = "repeats_a_byte";
+  class collector : public unbounded::collector {
+   public:
+    using unbounded::collector::collector;
+    output_slice since(std::uint64_t offset) const {
+      return unbounded::collector::since(offset > 0 ? offset - 1 : offset);
+    }
+  };
+};
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("output laws: total counts every byte, incremental reads never repeat, finish is honest",
-                   "[output][laws][contract-5][contract-6]", tail_spill, head_tail, unbounded) {
-  const std::size_t cap = GENERATE(1, 2, 7, 64, 1000);
-  const unsigned seed = GENERATE(1u, 2u, 3u);
-  CAPTURE(cap, seed, TestType::name);
-  fixture f;
-  typename TestType::collector c(cap, f.spills, output_stream::out);
-  std::mt19937 gen(seed * 7919u + static_cast<unsigned>(cap));
-  std::uniform_int_distribution<std::size_t> chunk(0, cap * 3 + 5);
-  std::bernoulli_distribution read_now(0.3);
-
-  std::string stream;
-  std::uint64_t offset = 0;
-  std::string read_back;  // concatenation of what non-repeating reads returned
-  bool saw_gap = false;
-  for (int round = 0; round < 60; ++round) {
-    const std::string piece = test_support::random_bytes(chunk(gen), gen());
-    c.append(piece.data(), piece.size());
-    stream += piece;
-    REQUIRE(c.total() == stream.size());
-
-    const output_slice at_end = c.since(c.total());
-    CHECK(at_end.bytes.empty());
-    CHECK_FALSE(at_end.lossy);
-
-    if (read_now(gen)) {
-      // Read until caught up (a policy may serve a gap on a second read).
-      for (int reads = 0;; ++reads) {
-        REQUIRE(reads < 4);
-        const output_slice slice = c.since(offset);
-        check_slice(slice, stream, offset);
-        saw_gap = saw_gap || slice.begin > offset;
-        read_back += slice.bytes;
-        offset = slice.begin + slice.bytes.size();
-        if (offset == stream.size()) break;
-      }
-    }
-  }
-  for (int reads = 0; offset < stream.size(); ++reads) {
-    REQUIRE(reads < 4);
-    const output_slice last = c.since(offset);
-    check_slice(last, stream, offset);
-    saw_gap = saw_gap || last.begin > offset;
-    read_back += last.bytes;
-    offset = last.begin + last.bytes.size();
-  }
-  if (!saw_gap) CHECK((read_back == stream));  // no gap: the reads are the stream, once
-
-  const collected_output done = c.finish();
-  if (done.truncated)
-    CHECK((done.text != stream));
-  else
-    CHECK((done.text == stream));
+TEMPLATE_TEST_CASE(
+    "output laws: total counts every byte, incremental reads never repeat, finish is honest, a stream that fits is "
+    "whole (contract 5, 6)",
+    "[output][laws][contract-5][contract-6]", tail_spill, head_tail, unbounded) {
+  test_support::temp_dir scratch;
+  const laws::report report = laws::check_output_laws<TestType>(scratch.path());
+  for (const auto& violation : report.violations) FAIL_CHECK(violation);
+  CHECK(report.passed());
 }
 
-TEMPLATE_TEST_CASE("output laws: a stream that fits is whole, not truncated and never lossy",
-                   "[output][laws][contract-5]", tail_spill, head_tail, unbounded) {
-  fixture f;
-  typename TestType::collector c(100, f.spills, output_stream::out);
-  c.append("hello ", 6);
-  c.append("", 0);
-  c.append("world", 5);
-  const output_slice all = c.since(0);
-  CHECK(all.bytes == "hello world");
-  CHECK_FALSE(all.lossy);
-  CHECK(c.since(6).bytes == "world");
-  CHECK_FALSE(c.spill_path().has_value());
-  const collected_output done = c.finish();
-  CHECK(done.text == "hello world");
-  CHECK_FALSE(done.truncated);
-  CHECK_FALSE(done.spill_path.has_value());
+TEST_CASE("output laws: a policy whose reads repeat a byte breaks them (the laws' negative control)",
+          "[output][laws]") {
+  static_assert(output_policy<repeats_a_byte>);
+  test_support::temp_dir scratch;
+  const laws::report report = laws::check_output_laws<repeats_a_byte>(scratch.path());
+  REQUIRE_FALSE(report.violations.empty());
+  CHECK_THAT(report.violations.front(), Catch::Contains("repeat"));
 }
 
 TEST_CASE("contract 5: tail_spill keeps exactly the last cap bytes and spills the whole stream",

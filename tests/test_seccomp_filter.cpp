@@ -267,9 +267,9 @@ TEST_CASE("landlock: read-only spawns share one ruleset and one filter built in 
     WARN("skipped: Landlock is not available here");
     return;
   }
-  bashexec::executor_config config;
-  config.sandbox.network = bashexec::network_access::none;
-  const bashexec::landlock policy{config};
+  bashexec::sandbox_config sandbox;
+  sandbox.network = bashexec::network_access::none;
+  const bashexec::landlock policy{sandbox};
   const bashexec::landlock copy = policy;  // copies share what was built
   auto context = [](const bashexec::launch_plan& plan) {
     return static_cast<const landlock_ruleset*>(plan.hook.context);

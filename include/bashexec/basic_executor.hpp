@@ -70,15 +70,18 @@ class basic_executor {
                 "basic_executor: a confining policy must provide prepare, runner_failure and is_denial");
 
   static constexpr bool confines = confinement_type::confines;
+  /// The confinement's own knobs (bwrap's program, a runner's argv…); the
+  /// knobs every confinement shares are `executor_config::sandbox`.
+  using confinement_config = typename confinement_type::config;
 
-  explicit basic_executor(executor_config config = {})
-      : config_((validate(config), std::move(config))),
+  explicit basic_executor(executor_config config = {}, const confinement_config& confinement = {})
+      : config_((validate(config), validate_confinement_config(confinement), std::move(config))),
         cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
         workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
                                                        : cwd_),
         spills_(detail::choose_spill_parent(config_, workspace_root_, confines), config_.spill_budget_bytes,
                 config_.keep_spill_dir),
-        confinement_(config_),
+        confinement_(config_.sandbox, confinement),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
         containment_((detail::require_pre_exec_for(config_, spawn_type::supports_pre_exec, spawn_type::name),
                       detail::choose_containment(config_, spawn_type::supports_pre_exec, spawn_type::name))),

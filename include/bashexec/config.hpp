@@ -1,5 +1,7 @@
 // config: everything an executor can be configured with, validated once at
-// construction (`validate` throws std::invalid_argument naming the field).
+// construction (`validate` throws std::invalid_argument naming the field) —
+// except a confinement's own knobs, which its `config` type holds
+// (confinement.hpp).
 #pragma once
 
 #include <chrono>
@@ -21,7 +23,10 @@
 
 namespace bashexec {
 
-/// Knobs of the confining policies (ignored by `unconfined`).
+/// Knobs every confining policy shares (ignored by `unconfined`). What only
+/// one backend needs (bwrap's program, a runner's argv) lives in that
+/// confinement's own `config` type (confinement.hpp), given to the executor
+/// beside this one: a new confinement never edits this struct.
 struct sandbox_config {
   /// The mode a request without one runs under. A sandboxing executor uses
   /// `read-only` when this is empty.
@@ -30,12 +35,6 @@ struct sandbox_config {
   std::optional<std::filesystem::path> workspace_root;
   /// Bound on one functional probe of a `chain` candidate.
   std::chrono::milliseconds probe_timeout{5000};
-  /// bubblewrap binary; a bare name is searched on PATH.
-  std::filesystem::path bwrap_program = "bwrap";
-  /// `runner_command`: the operator's bwrap-compatible runner argv and the
-  /// stderr signatures that mean "the runner failed" (required together).
-  std::vector<std::string> runner_argv;
-  std::vector<std::string> runner_failure_signatures;
   /// Paths, relative to the workspace root, that stay read-only under
   /// `workspace-write` (DESIGN.md "Beyond": `.git` cannot be rewritten by a
   /// confined command). Each must be relative and free of `..`; one that does
@@ -209,17 +208,6 @@ inline void validate(const executor_config& config) {
   if (config.retention.max_tasks == 0) throw std::invalid_argument("retention.max_tasks must be positive, got 0");
   if (config.retention.max_bytes == 0) throw std::invalid_argument("retention.max_bytes must be positive, got 0");
   detail::require_positive(config.retention.max_age, "retention.max_age");
-  const bool has_argv = !config.sandbox.runner_argv.empty();
-  const bool has_signatures = !config.sandbox.runner_failure_signatures.empty();
-  if (has_argv != has_signatures)
-    throw std::invalid_argument(
-        "sandbox.runner_argv and sandbox.runner_failure_signatures must be given together");
-  // Signatures match anywhere in a failed run's output (contract 16): a
-  // blank one would make every failure the runner's.
-  for (const auto& signature : config.sandbox.runner_failure_signatures)
-    if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
-      throw std::invalid_argument(
-          "sandbox.runner_failure_signatures must not hold a blank signature (it would match every failure)");
   if (config.sandbox.default_mode) detail::require_known_mode(*config.sandbox.default_mode, "sandbox.default_mode");
   for (const auto& path : config.sandbox.protected_paths) {
     if (path.empty() || path.is_absolute() || path.has_root_path())

@@ -5,7 +5,13 @@
 //   static constexpr bool confines;          // false only for `unconfined`
 //   static constexpr bool needs_pre_exec;    // needs a spawn with a hook
 //   static constexpr std::string_view name;  // "bwrap", "landlock", …
-//   explicit C(const executor_config&);      // may throw std::invalid_argument
+//   using config = …;                        // its own knobs; `no_config` when none
+//   C(const sandbox_config&, const config&); // may throw std::invalid_argument
+// `config` is default-constructible; when it has `void validate() const` the
+// executor calls it at construction (std::invalid_argument naming the field,
+// spelled `<name>.<field>`). The shared `sandbox_config` holds what every
+// confinement reads (mode, workspace root, protected paths, network), so a new
+// confinement is one new header and edits nothing else.
 // and, when `confines`:
 //   confined_launch prepare(sandbox_mode, const std::filesystem::path& root,
 //                           launch_plan&) const;
@@ -50,12 +56,24 @@ struct confined_launch {
   bool pid_namespace = false;
 };
 
+/// The `config` of a confinement that has no knobs of its own.
+struct no_config {};
+
 template <class C>
 concept confinement_policy = requires {
   { C::confines } -> std::convertible_to<bool>;
   { C::needs_pre_exec } -> std::convertible_to<bool>;
   { C::name } -> std::convertible_to<std::string_view>;
-} && std::constructible_from<C, const executor_config&>;
+  typename C::config;
+} && std::default_initializable<typename C::config> &&
+                             std::constructible_from<C, const sandbox_config&, const typename C::config&>;
+
+/// Checks a confinement's own configuration: its `validate()` when it has one
+/// (std::invalid_argument naming the field), else nothing.
+template <class Config>
+void validate_confinement_config(const Config& config) {
+  if constexpr (requires { config.validate(); }) config.validate();
+}
 
 template <class C>
 concept confining_policy =

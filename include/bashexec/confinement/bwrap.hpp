@@ -1,5 +1,6 @@
 // confinement/bwrap: confinement by bubblewrap (DESIGN.md contract 13, 14,
-// 16), and the bwrap-shaped profile builder `runner_command` reuses.
+// 16). The profile itself is built by detail/bwrap_profile.hpp, which
+// `runner_command` reuses. Own configuration: `bwrap::config::program`.
 //
 // Profile: `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL
 // --die-with-parent`:
@@ -56,8 +57,6 @@
 #pragma once
 
 #include <array>
-#include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -66,107 +65,21 @@
 #include <string_view>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/protected_paths.hpp"
+#include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/find_program.hpp"
+#include "bashexec/detail/status_pipe.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec {
-
-namespace detail {
-
-/// The bwrap-shaped arguments confining one spawn under `mode` (contract 14),
-/// shared by `bwrap` and `runner_command`. Never called for
-/// danger-full-access. Protected paths that exist under `root` are bound
-/// read-only over the workspace bind (workspace-write only), then each of
-/// `read_only_paths` that exists. A confined `network` ends the list with
-/// `--unshare-net`.
-inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
-                                                   const std::vector<std::filesystem::path>& protected_paths = {},
-                                                   network_access network = network_access::full,
-                                                   const std::vector<std::filesystem::path>& read_only_paths = {}) {
-  std::vector<std::string> args{"--ro-bind", "/",     "/",          "--dev", "/dev",
-                                "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL", "--die-with-parent"};
-  if (mode == sandbox_mode::workspace_write) {
-    const std::string dir = root.string();
-    args.insert(args.end(), {"--tmpfs", "/tmp", "--bind", dir, dir});
-    for (const auto& path : existing_protected_paths(root, protected_paths))
-      args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
-  }
-  for (const auto& path : read_only_paths) {
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec)) args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
-  }
-  if (confines_network(network)) args.emplace_back("--unshare-net");
-  return args;
-}
-
-inline bool is_executable_file(const std::filesystem::path& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-/// An absolute path to `program`: a name with a slash is taken as given
-/// (made absolute, since the spawn changes directory before exec); a bare
-/// name is searched on $PATH. Empty when nothing executable is found.
-inline std::optional<std::filesystem::path> find_program(const std::filesystem::path& program) {
-  if (program.empty()) return std::nullopt;
-  const std::string text = program.string();
-  if (text.find('/') != std::string::npos) {
-    std::error_code ec;
-    auto absolute = std::filesystem::absolute(program, ec);
-    if (ec || !is_executable_file(absolute)) return std::nullopt;
-    return absolute;
-  }
-  const char* env_path = std::getenv("PATH");
-  std::string_view dirs = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    auto colon = dirs.find(':');
-    std::string_view dir = dirs.substr(0, colon);
-    if (!dir.empty() && dir.front() == '/') {
-      std::filesystem::path candidate = std::filesystem::path(dir) / program;
-      if (is_executable_file(candidate)) return candidate;
-    }
-    if (colon == std::string_view::npos) break;
-    dirs.remove_prefix(colon + 1);
-  }
-  return std::nullopt;
-}
-
-/// Everything currently readable from a non-blocking descriptor.
-inline std::string drain_nonblocking(int fd) {
-  std::string text;
-  char buffer[512];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      text.append(buffer, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    break;  // EOF, EAGAIN or an error: nothing more will come now
-  }
-  return text;
-}
-
-/// A close-on-exec pipe whose read end never blocks.
-inline pipe_pair make_status_pipe() {
-  pipe_pair pipe = make_pipe();
-  int flags = ::fcntl(pipe.read.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(pipe.read.get(), F_SETFL, flags | O_NONBLOCK) != 0) throw_syscall("fcntl O_NONBLOCK");
-  return pipe;
-}
-
-}  // namespace detail
 
 class bwrap {
  public:
@@ -179,16 +92,27 @@ class bwrap {
   /// fd decides whenever bwrap reported a started child.
   static constexpr std::array<std::string_view, 1> runner_failure_signatures{"bwrap: "};
   static constexpr std::string_view remedy =
-      "install bubblewrap (apt-get install bubblewrap) or set sandbox.bwrap_program to its path";
+      "install bubblewrap (apt-get install bubblewrap) or set bwrap::config::program to its path";
 
-  /// Resolves `config.sandbox.bwrap_program` once; a missing program is not
-  /// an error here (prepare reports it), so a chain can still be built.
-  explicit bwrap(const executor_config& config)
-      : configured_(config.sandbox.bwrap_program),
-        program_(detail::find_program(config.sandbox.bwrap_program)),
+  /// bwrap's own knobs.
+  struct config {
+    /// The bubblewrap binary; a bare name is searched on PATH.
+    std::filesystem::path program = "bwrap";
+
+    void validate() const {
+      if (program.empty()) throw std::invalid_argument("bwrap.program must not be empty");
+    }
+  };
+
+  /// Resolves `own.program` once; a missing program is not an error here
+  /// (prepare reports it), so a chain can still be built.
+  explicit bwrap(const sandbox_config& shared) : bwrap(shared, config{}) {}
+  bwrap(const sandbox_config& shared, const config& own)
+      : configured_(own.program),
+        program_(detail::find_program(own.program)),
         setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt),
-        protected_(config.sandbox.protected_paths),
-        network_(config.sandbox.network) {}
+        protected_(shared.protected_paths),
+        network_(shared.network) {}
 
   /// The resolved absolute bwrap path, empty when none was found.
   const std::optional<std::filesystem::path>& program() const noexcept { return program_; }

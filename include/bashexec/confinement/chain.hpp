@@ -17,6 +17,17 @@
 //   std::string_view selected_name() const;   // "" until/unless selected
 // `prepare` before `select` on a multi-candidate chain is a programming
 // error (std::logic_error).
+//
+// Configuration: a chain's `config` holds each candidate's own config,
+// reached by candidate type (`own.get<bwrap>().program = …`); it converts
+// from any one candidate's config, the others defaulted, so
+// `sandbox_executor executor(config, bwrap::config{.program = "/opt/bwrap"})`
+// reads as it says. Its `validate` validates every member's.
+//
+// The candidates are a compile-time sequence (Boost.Hana): a candidate type
+// is found by `index_if` (a config for a type that is not a candidate does not
+// compile), and construction, probing and dispatch walk the same index range
+// instead of each spelling its own index_sequence fold.
 #pragma once
 
 #include <array>
@@ -33,6 +44,13 @@
 #include <type_traits>
 #include <utility>
 
+#include <boost/hana/equal.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/index_if.hpp>
+#include <boost/hana/optional.hpp>
+#include <boost/hana/range.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
 #include <fmt/format.h>
 
 #include "bashexec/config.hpp"
@@ -47,6 +65,17 @@ template <class... Candidates>
 class chain {
   static constexpr int unselected = -2;
   static constexpr int none_usable = -1;
+  static constexpr auto candidate_types = boost::hana::tuple_t<Candidates...>;
+  static constexpr auto indices = boost::hana::make_range(boost::hana::size_c<0>, boost::hana::size_c<sizeof...(Candidates)>);
+
+  /// The position of `C` among the candidates; not a candidate → no compile.
+  template <class C>
+  static constexpr std::size_t index_of() {
+    constexpr auto found = boost::hana::index_if(candidate_types, boost::hana::equal.to(boost::hana::type_c<C>));
+    static_assert(decltype(boost::hana::is_just(found))::value,
+                  "chain::config::get<C>: C is not a candidate of this chain");
+    return std::remove_cvref_t<decltype(found.value_or(boost::hana::size_c<0>))>::value;
+  }
 
  public:
   static constexpr bool confines = true;
@@ -55,12 +84,38 @@ class chain {
   static constexpr bool needs_selection = true;
   static constexpr std::array<std::string_view, sizeof...(Candidates)> candidate_names{Candidates::name...};
 
+  /// Every candidate's own config.
+  struct config {
+    std::tuple<typename Candidates::config...> members;
+
+    config() = default;
+    /// One candidate's config, the others defaulted (when exactly one
+    /// candidate has that config type).
+    template <class Own>
+      requires((std::is_same_v<Own, typename Candidates::config> + ...) == 1)
+    config(Own own) {  // NOLINT(google-explicit-constructor): reads as "the bwrap config"
+      std::get<Own>(members) = std::move(own);
+    }
+
+    template <class C>
+    auto& get() noexcept {
+      return std::get<index_of<C>()>(members);
+    }
+    template <class C>
+    const auto& get() const noexcept {
+      return std::get<index_of<C>()>(members);
+    }
+
+    void validate() const {
+      boost::hana::for_each(indices, [this](auto i) { validate_confinement_config(std::get<i>(members)); });
+    }
+  };
+
   /// Builds every candidate; one whose constructor throws is kept as
   /// unusable, with the reason.
-  explicit chain(const executor_config& config) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (construct<I>(config), ...);
-    }(std::index_sequence_for<Candidates...>{});
+  explicit chain(const sandbox_config& shared) : chain(shared, config{}) {}
+  chain(const sandbox_config& shared, const config& own) {
+    boost::hana::for_each(indices, [&](auto i) { construct<i>(shared, std::get<i>(own.members)); });
   }
 
   chain(const chain&) = delete;
@@ -74,9 +129,9 @@ class chain {
 
     std::array<std::string, sizeof...(Candidates)> why = unusable_;
     int chosen = none_usable;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (void)((try_candidate<I>(probe, why[I]) ? (chosen = static_cast<int>(I), true) : false) || ...);
-    }(std::index_sequence_for<Candidates...>{});
+    boost::hana::for_each(indices, [&](auto i) {
+      if (chosen == none_usable && try_candidate<i>(probe, why[i])) chosen = static_cast<int>(i());
+    });
 
     if (chosen == none_usable) {
       std::string tried;
@@ -122,10 +177,10 @@ class chain {
   }
 
  private:
-  template <std::size_t I>
-  void construct(const executor_config& config) {
+  template <std::size_t I, class Own>
+  void construct(const sandbox_config& shared, const Own& own) {
     try {
-      std::get<I>(candidates_).emplace(config);
+      std::get<I>(candidates_).emplace(shared, own);
     } catch (const std::exception& error) {
       unusable_[I] = fmt::format("not configured: {}", error.what());
     }
@@ -159,9 +214,9 @@ class chain {
   decltype(auto) dispatch(int index, F&& f) const {
     using R = std::invoke_result_t<F&, const std::tuple_element_t<0, std::tuple<Candidates...>>&>;
     std::optional<R> result;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (void)((index == static_cast<int>(I) && (result.emplace(f(*std::get<I>(candidates_))), true)) || ...);
-    }(std::index_sequence_for<Candidates...>{});
+    boost::hana::for_each(indices, [&](auto i) {
+      if (index == static_cast<int>(i())) result.emplace(f(*std::get<i>(candidates_)));
+    });
     return R(std::move(*result));
   }
 

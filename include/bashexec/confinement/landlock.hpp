@@ -205,8 +205,11 @@ class landlock {
       "enable Landlock: Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in "
       "the lsm= boot parameter (ABI 3, Linux >= 6.2, for full enforcement)";
 
-  explicit landlock(const executor_config& config)
-      : protected_(config.sandbox.protected_paths), network_(config.sandbox.network) {}
+  /// Landlock reads only the shared knobs (protected paths, network).
+  using config = no_config;
+
+  explicit landlock(const sandbox_config& shared, const config& = {})
+      : protected_(shared.protected_paths), network_(shared.network) {}
 
   /// Whether this policy confines the network under `abi` fully (`full`), only
   /// partly (`partial`: TCP alone), or not at all (empty: `prepare` throws

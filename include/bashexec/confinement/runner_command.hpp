@@ -1,11 +1,12 @@
 // confinement/runner_command: an operator-supplied, bwrap-compatible runner
-// (DESIGN.md contract 13, 14, 16). argv becomes
-//   sandbox.runner_argv…, <the bwrap profile of bwrap.hpp>, "--", argv…
+// (DESIGN.md contract 13, 14, 16), configured by `runner_command::config`
+// (`argv`, `failure_signatures`). argv becomes
+//   config.argv…, <the bwrap profile of detail/bwrap_profile.hpp>, "--", argv…
 // (protected paths included: each existing one is `--ro-bind`ed read-only;
 // a confined `sandbox.network` adds `--unshare-net`, which the runner must
 // therefore understand — see bwrap.hpp for what it promises).
 // The runner has no status channel, so its failures are recognised by
-// signatures (contract 16): a configured `sandbox.runner_failure_signatures`
+// signatures (contract 16): a configured `failure_signatures`
 // entry occurring ANYWHERE in the runner's combined output (stderr or
 // stdout, ignoring case) after a non-zero exit. A runner may print
 // progress before it fails, or report on stdout; a prefix rule would miss
@@ -20,7 +21,7 @@
 //
 // A runner binary that does not exist must settle as a runner failure, not
 // make the spawn throw (a background start has to report `runner_failed`).
-// So when runner_argv[0] does not resolve to an executable at prepare time,
+// So when argv[0] does not resolve to an executable at prepare time,
 // the plan execs the runner through the shell (`shell -c 'exec "$@"' …`): the
 // shell then fails with 127 and a "not found" line, and `status` carries a
 // pre-written marker so `runner_failure` knows structurally. If the runner
@@ -41,7 +42,9 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/confinement/bwrap.hpp"
+#include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/find_program.hpp"
+#include "bashexec/detail/status_pipe.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
@@ -60,25 +63,42 @@ class runner_command {
   static constexpr std::array<std::string_view, 5> launch_failure_shapes{
       "no such file or directory", "command not found", "not found", "permission denied", "cannot execute"};
   static constexpr std::string_view remedy =
-      "check sandbox.runner_argv: its program must exist, be executable and accept bwrap's arguments";
+      "check runner_command.argv: its program must exist, be executable and accept bwrap's arguments";
 
-  /// Throws std::invalid_argument when `sandbox.runner_argv` or
-  /// `sandbox.runner_failure_signatures` is empty, or a signature is blank.
-  explicit runner_command(const executor_config& config)
-      : argv_(config.sandbox.runner_argv),
-        signatures_(config.sandbox.runner_failure_signatures),
-        protected_(config.sandbox.protected_paths),
-        network_(config.sandbox.network) {
+  /// The operator's runner. Both empty (the default) leaves runner_command
+  /// unconfigured: building it throws, which a `chain` records as "not
+  /// configured" and skips.
+  struct config {
+    /// The bwrap-compatible runner's argv; the profile and the command follow.
+    std::vector<std::string> argv;
+    /// Stderr/stdout texts that mean "the runner failed" (contract 16).
+    std::vector<std::string> failure_signatures;
+
+    /// Throws std::invalid_argument when only one of the two is given, or a
+    /// signature is blank (signatures match anywhere in a failed run's
+    /// output, contract 16: a blank one would make every failure the runner's).
+    void validate() const {
+      if (argv.empty() != failure_signatures.empty())
+        throw std::invalid_argument(
+            "runner_command.argv and runner_command.failure_signatures must be given together");
+      for (const auto& signature : failure_signatures)
+        if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+          throw std::invalid_argument(
+              "runner_command.failure_signatures must not hold a blank signature (it would match every failure)");
+    }
+  };
+
+  /// Throws std::invalid_argument when `own.argv` or `own.failure_signatures`
+  /// is empty, or a signature is blank.
+  explicit runner_command(const sandbox_config& shared, const config& own)
+      : argv_(own.argv), signatures_(own.failure_signatures), protected_(shared.protected_paths), network_(shared.network) {
     if (argv_.empty() || argv_.front().empty())
-      throw std::invalid_argument("sandbox.runner_argv must name the runner program for runner_command");
+      throw std::invalid_argument("runner_command.argv must name the runner program");
     if (signatures_.empty())
       throw std::invalid_argument(
-          "sandbox.runner_failure_signatures must not be empty for runner_command (how else is a runner "
-          "failure told from a failing command?)");
-    for (const auto& signature : signatures_)
-      if (signature.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
-        throw std::invalid_argument(
-            "sandbox.runner_failure_signatures must not hold a blank signature (it would match every failure)");
+          "runner_command.failure_signatures must not be empty (how else is a runner failure told from a "
+          "failing command?)");
+    own.validate();
     program_ = detail::find_program(argv_.front());
   }
 

@@ -13,7 +13,9 @@ struct unconfined {
   static constexpr bool needs_pre_exec = false;
   static constexpr std::string_view name = "unconfined";
 
-  explicit unconfined(const executor_config&) {}
+  using config = no_config;
+
+  explicit unconfined(const sandbox_config&, const config& = {}) {}
 };
 
 }  // namespace bashexec

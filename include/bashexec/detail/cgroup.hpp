@@ -23,10 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <new>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +32,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -41,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "bashexec/detail/process_group.hpp"
+#include "bashexec/detail/read_text_file.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
@@ -56,14 +56,16 @@ struct cgroup2_mount {
 };
 
 inline std::optional<cgroup2_mount> find_cgroup2_mount() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
+  const auto mountinfo = read_text_file("/proc/self/mountinfo");
+  if (!mountinfo) return std::nullopt;
+  std::optional<cgroup2_mount> found;
+  any_line(*mountinfo, [&](std::string_view view) {
+    const std::string line(view);
     // id parent major:minor root mount-point options [optional...] - fstype source super-options
     const auto dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) return false;
     char root[4096], point[4096];
-    if (std::sscanf(line.c_str(), "%*s %*s %*s %4095s %4095s", root, point) != 2) continue;
+    if (std::sscanf(line.c_str(), "%*s %*s %*s %4095s %4095s", root, point) != 2) return false;
     // mountinfo escapes space, tab, newline and backslash as \ooo.
     auto unescape = [](std::string_view s) {
       std::string out;
@@ -77,25 +79,34 @@ inline std::optional<cgroup2_mount> find_cgroup2_mount() {
       }
       return out;
     };
-    return cgroup2_mount{unescape(point), unescape(root)};
-  }
-  return std::nullopt;
+    found = cgroup2_mount{unescape(point), unescape(root)};
+    return true;
+  });
+  return found;
 }
 
 /// The host's own cgroup v2 path ("0::<path>" in /proc/self/cgroup).
 inline std::optional<std::string> current_cgroup2_path() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  return std::nullopt;
+  const auto cgroups = read_text_file("/proc/self/cgroup");
+  if (!cgroups) return std::nullopt;
+  std::optional<std::string> path;
+  any_line(*cgroups, [&](std::string_view line) {
+    if (!line.starts_with("0::")) return false;
+    path = std::string(line.substr(3));
+    return true;
+  });
+  return path;
 }
 
 /// `bashexec-<pid>-<random>`: the name of a cgroup this process creates
 /// directly under a host's cgroup.
 inline std::string unique_cgroup_name() {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  return fmt::format("bashexec-{}-{:016x}", ::getpid(), random());
+  std::uint64_t random = 0;
+  // getrandom(2) of 8 bytes from an initialised pool never blocks or comes
+  // up short; the clock is a fallback for a seccomp profile that refuses it.
+  if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof random))
+    random = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return fmt::format("bashexec-{}-{:016x}", ::getpid(), random);
 }
 
 /// One cgroup directory: created empty, removed with the object (after
