@@ -1,6 +1,8 @@
 // confinement/landlock: native Landlock confinement (DESIGN.md contract 13,
-// 14). The ruleset is built in the parent; the child only runs an
-// async-signal-safe hook (no_new_privs + landlock_restrict_self), so it needs
+// 14). The ruleset and the seccomp filter are built in the parent — the
+// filter and the read-only ruleset once per policy object, shared by every
+// later spawn — and the child only runs an async-signal-safe hook
+// (no_new_privs + landlock_restrict_self + loading the filter), so it needs
 // a spawn policy with `supports_pre_exec` (fork_exec).
 //
 // Rules: every filesystem right the kernel ABI knows is handled; reading and
@@ -106,6 +108,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -134,14 +137,28 @@ namespace bashexec {
 
 namespace detail {
 
+/// What a landlock policy builds once and every spawn shares (copies of the
+/// policy share it too): the seccomp programs, and the read-only ruleset,
+/// which depends on nothing a call passes (no root, no protected paths).
+/// Built lazily by the first spawn that needs each, thread-safe.
+struct landlock_built_once {
+  seccomp_filter_cache filters;
+  std::once_flag read_only_once;
+  unique_fd read_only_ruleset;
+};
+
 /// What the child's hook reads: the ruleset descriptor number, valid in the
 /// child because fork_exec runs hooks before renumbering descriptors, and
-/// the seccomp filter when one applies (read-only, a confined network), built
-/// here, in the parent.
+/// the seccomp filter when one applies (read-only, a confined network). All
+/// of it is built in the parent; the hook only loads it.
 struct landlock_ruleset {
+  /// Keeps the shared ruleset descriptor and the filter alive.
+  std::shared_ptr<const landlock_built_once> built;
+  /// This spawn's own ruleset (workspace-write: it grants the call's root);
+  /// empty when `number` is the shared read-only one.
   unique_fd fd;
   int number = -1;
-  std::optional<seccomp_filter> filter;
+  const seccomp_filter* filter = nullptr;
   /// Not privileged: enter a user namespace of the caller's own first
   /// (detail/user_namespace.hpp), for the mount namespace and the bounding set.
   bool user_namespace = false;
@@ -234,31 +251,22 @@ class landlock {
                             "architecture; use bwrap, or sandbox.network = full",
                             network_, version));
 
-    const std::uint64_t handled = detail::landlock_fs_rights_for_abi(version);
-    detail::landlock_ruleset_attr attr;
-    attr.handled_access_fs = handled;
-    if (network && version >= detail::landlock_net_abi)
-      attr.handled_access_net = detail::landlock_access_net_bind_tcp | detail::landlock_access_net_connect_tcp;
-    if (version >= detail::landlock_scope_abi) attr.scoped = detail::landlock_scope_signal;
-    if (network && version >= detail::landlock_scope_abi)
-      attr.scoped |= detail::landlock_scope_abstract_unix_socket;
     auto ruleset = std::make_shared<detail::landlock_ruleset>();
+    ruleset->built = built_;
     detail::seccomp_parts parts;
     parts.network = network && detail::seccomp_filter_supported;
     parts.metadata_writes = mode == sandbox_mode::read_only && detail::seccomp_filter_supported;
-    if (parts.any()) ruleset->filter.emplace(parts);
-    ruleset->fd.reset(detail::landlock_create_ruleset(&attr, detail::landlock_ruleset_attr_size(attr), 0));
-    if (!ruleset->fd) detail::throw_syscall("landlock_create_ruleset");
-    ruleset->number = ruleset->fd.get();
-
-    const int fd = ruleset->fd.get();
-    allow(fd, mode, "/", detail::landlock_read_rights & handled, true);
-    const std::uint64_t null_rights =
-        (detail::landlock_access_fs_write_file | detail::landlock_access_fs_truncate) & handled;
-    allow(fd, mode, "/dev/null", null_rights, false);
-    if (mode == sandbox_mode::workspace_write) {
-      allow(fd, mode, root, handled, true);
-      allow(fd, mode, "/tmp", handled, false);
+    if (parts.any()) ruleset->filter = &built_->filters.get(parts);
+    if (mode == sandbox_mode::read_only) {
+      // The same for every call: built by the first, shared by the rest (the
+      // kernel copies a ruleset into each new domain, so one descriptor can
+      // serve concurrent spawns).
+      std::call_once(built_->read_only_once,
+                     [&] { built_->read_only_ruleset = build_ruleset(mode, root, version, network); });
+      ruleset->number = built_->read_only_ruleset.get();
+    } else {
+      ruleset->fd = build_ruleset(mode, root, version, network);
+      ruleset->number = ruleset->fd.get();
     }
 
     ruleset->user_namespace = !privileged() && detail::user_namespace_available();
@@ -324,6 +332,33 @@ class landlock {
     return ruleset.filter ? "landlock_restrict_self / seccomp filter" : "landlock_restrict_self";
   }
 
+  /// A ruleset handling every right `version` knows (and TCP when `network`
+  /// is confined), granting reads from "/", writes to /dev/null and, under
+  /// workspace-write, everything beneath `root` and /tmp.
+  static detail::unique_fd build_ruleset(sandbox_mode mode, const std::filesystem::path& root, int version,
+                                         bool network) {
+    const std::uint64_t handled = detail::landlock_fs_rights_for_abi(version);
+    detail::landlock_ruleset_attr attr;
+    attr.handled_access_fs = handled;
+    if (network && version >= detail::landlock_net_abi)
+      attr.handled_access_net = detail::landlock_access_net_bind_tcp | detail::landlock_access_net_connect_tcp;
+    if (version >= detail::landlock_scope_abi) attr.scoped = detail::landlock_scope_signal;
+    if (network && version >= detail::landlock_scope_abi)
+      attr.scoped |= detail::landlock_scope_abstract_unix_socket;
+    detail::unique_fd fd(detail::landlock_create_ruleset(&attr, detail::landlock_ruleset_attr_size(attr), 0));
+    if (!fd) detail::throw_syscall("landlock_create_ruleset");
+
+    allow(fd.get(), mode, "/", detail::landlock_read_rights & handled, true);
+    const std::uint64_t null_rights =
+        (detail::landlock_access_fs_write_file | detail::landlock_access_fs_truncate) & handled;
+    allow(fd.get(), mode, "/dev/null", null_rights, false);
+    if (mode == sandbox_mode::workspace_write) {
+      allow(fd.get(), mode, root, handled, true);
+      allow(fd.get(), mode, "/tmp", handled, false);
+    }
+    return fd;
+  }
+
   static std::string unavailable_message(sandbox_mode mode, int error) {
     const char* why = error == ENOSYS       ? "this kernel was built without it"
                       : error == EOPNOTSUPP ? "it is built in but disabled at boot"
@@ -353,6 +388,9 @@ class landlock {
 
   std::vector<std::filesystem::path> protected_;
   network_access network_;
+  /// Built on first use and shared by copies of this policy: a read-only
+  /// spawn builds nothing at all, a workspace-write one only its ruleset.
+  std::shared_ptr<detail::landlock_built_once> built_ = std::make_shared<detail::landlock_built_once>();
 };
 
 static_assert(confining_policy<landlock>);
