@@ -55,7 +55,7 @@ struct outcome {
 };
 
 /// Reads both pipes to EOF, then reaps the child.
-outcome collect(const spawned_process& child, unique_fd out, unique_fd err) {
+outcome collect(const process_handle& child, unique_fd out, unique_fd err) {
   outcome result;
   pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
   std::string* sinks[2] = {&result.out, &result.err};
@@ -78,7 +78,7 @@ outcome collect(const spawned_process& child, unique_fd out, unique_fd err) {
     }
   }
   int status = 0;
-  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid(), &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
@@ -108,9 +108,9 @@ outcome run_plan(launch_plan plan) {
   plan.stdin_fd = null.get();
   plan.stdout_fd = out.write.get();
   plan.stderr_fd = err.write.get();
-  auto child = fork_exec::spawn(plan);
-  REQUIRE(child.pid > 0);
-  REQUIRE(child.pidfd);
+  auto child = fork_exec{}.spawn(plan);
+  REQUIRE(child.pid() > 0);
+  REQUIRE(child.pidfd() >= 0);
   out.write.reset();
   err.write.reset();
   return collect(child, std::move(out.read), std::move(err.read));
@@ -207,7 +207,7 @@ std::string read_all(int fd) {
 // ---------------------------------------------------------------------------
 // fork_exec
 
-static_assert(fork_exec::supports_pre_exec);
+static_assert(spawn_can<fork_exec, spawn_capability::pre_exec>);
 static_assert(fork_exec::name == "fork_exec");
 
 TEST_CASE("fork_exec: the child leads its own process group (launch.hpp guarantee, contract 4)",
@@ -224,7 +224,7 @@ TEST_CASE("fork_exec: the child leads its own process group (launch.hpp guarante
 TEST_CASE("fork_exec: a failing pre-exec hook throws pre_exec_failed with its stage and errno, and leaves no zombie",
           "[fork_exec]") {
   launch_plan plan = plan_for("echo should-not-run");
-  plan.hook = pre_exec_hook{[](const void*) noexcept { return EPERM; }, nullptr, "test-stage"};
+  plan.hooks.add(pre_exec_hook{[](const void*) noexcept { return EPERM; }, nullptr, "test-stage"});
   try {
     run_plan(std::move(plan));
     FAIL("spawn did not throw");
@@ -244,11 +244,11 @@ TEST_CASE("fork_exec: a hook that succeeds runs in the child before the command"
     int fd;
   } context{marker.write.get()};
   launch_plan plan = plan_for("true");
-  plan.hook = pre_exec_hook{[](const void* ctx) noexcept {
+  plan.hooks.add(pre_exec_hook{[](const void* ctx) noexcept {
                               int fd = static_cast<const context_t*>(ctx)->fd;
                               return ::write(fd, "hooked", 6) == 6 ? 0 : errno;
                             },
-                            &context, "marker"};
+                            &context, "marker"});
   auto result = run_plan(std::move(plan));
   marker.write.reset();
   CHECK(result.exit_code == 0);
@@ -315,14 +315,14 @@ TEST_CASE("fork_exec: the parent keeps no descriptor on any path, success or fai
   missing_dir.workdir = "/nonexistent";
   CHECK_THROWS_AS(run_plan(std::move(missing_dir)), infrastructure_error);
   launch_plan failing_hook = plan_for("true");
-  failing_hook.hook = pre_exec_hook{[](const void*) noexcept { return EACCES; }, nullptr, "hook"};
+  failing_hook.hooks.add(pre_exec_hook{[](const void*) noexcept { return EACCES; }, nullptr, "hook"});
   CHECK_THROWS_AS(run_plan(std::move(failing_hook)), pre_exec_failed);
   launch_plan default_streams = plan_for("true");  // -1 streams: /dev/null opened by the spawn
-  auto child = fork_exec::spawn(default_streams);
+  auto child = fork_exec{}.spawn(default_streams);
   int status = 0;
-  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  REQUIRE(::waitpid(child.pid(), &status, 0) == child.pid());
   CHECK(WIFEXITED(status));
-  child.pidfd.reset();
+  child = process_handle{};  // closes the pidfd
   CHECK(open_fds() == before);
   CHECK(no_children_left());
 }
@@ -902,7 +902,7 @@ TEST_CASE("bwrap: prepare passes the status fd as an inherited descriptor and wr
   CHECK(plan.argv.back() == "true");
   CHECK(launch.status);
   CHECK(launch.info.level == enforcement::full);
-  CHECK_FALSE(plan.hook);
+  CHECK(plan.hooks.empty());
 }
 
 TEST_CASE("bwrap: under read-only a write into the workspace is denied in the bwrap dialect (contract 13, 16)",
@@ -1360,7 +1360,7 @@ TEST_CASE("chain: rejecting bwrap in the probe falls through to landlock, which 
   CHECK(policy.selected_name() == "landlock");
   launch_plan plan = plan_for("true");
   auto launch = policy.prepare(sandbox_mode::read_only, "/", plan);
-  CHECK(plan.hook);
+  CHECK(plan.hooks.size() == 1);
   CHECK(plan.argv.front() == "/bin/bash");
   CHECK(launch.keep_alive);
 }
