@@ -135,6 +135,43 @@ bool no_children_left() {
   return test_support::eventually([] { return test_support::children_of_self().empty(); }, std::chrono::seconds(5));
 }
 
+/// Temporarily puts `fd` on descriptor number `slot`, restoring what was there.
+class fd_slot {
+ public:
+  fd_slot(int slot, int fd) : slot_(slot) {
+    saved_ = ::fcntl(slot, F_DUPFD_CLOEXEC, 200);  // -1 when the slot was free
+    REQUIRE(::dup2(fd, slot) == slot);
+  }
+  ~fd_slot() {
+    if (saved_ >= 0) {
+      ::dup2(saved_, slot_);
+      ::close(saved_);
+    } else {
+      ::close(slot_);
+    }
+  }
+  fd_slot(const fd_slot&) = delete;
+  fd_slot& operator=(const fd_slot&) = delete;
+
+ private:
+  int slot_;
+  int saved_;
+};
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[256];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(n));
+  return text;
+}
+
+std::size_t open_fd_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
 /// A hook that appends its letter to the pipe named in its context.
 struct marker_context {
   int fd;
@@ -189,6 +226,68 @@ TEST_CASE("spawn laws: the child gets fds 0-2 and the inherited ones renumbered 
   });
 }
 
+TEST_CASE("spawn laws: inherited descriptors are renumbered 3, 4, … even when their numbers overlap the targets",
+          "[spawn_laws]") {
+  for_every_spawn_policy([]<class S>() {
+    auto a = detail::make_pipe();
+    auto b = detail::make_pipe();
+    {
+      // Host fd 3 holds A and host fd 4 holds B; the child must get fd 3 = B
+      // and fd 4 = A, which a naive dup2 sequence would clobber.
+      fd_slot slot3(3, a.write.get());
+      fd_slot slot4(4, b.write.get());
+      launch_plan plan = bash_plan("printf to-3 >&3; printf to-4 >&4");
+      plan.inherited_fds = {4, 3};
+      auto result = run_plan<S>(std::move(plan));
+      CHECK(result.exit_code == 0);
+      CHECK(result.err.empty());
+    }
+    a.write.reset();
+    b.write.reset();
+    CHECK(read_all(b.read.get()) == "to-3");
+    CHECK(read_all(a.read.get()) == "to-4");
+  });
+}
+
+TEST_CASE("spawn laws: the parent keeps no descriptor on any path, success or failure (contract 8)",
+          "[spawn_laws]") {
+  for_every_spawn_policy([]<class S>() {
+    const std::size_t before = open_fd_count();
+    (void)run_plan<S>(bash_plan("true"));
+    launch_plan missing_dir = bash_plan("true");
+    missing_dir.workdir = "/nonexistent";
+    CHECK_THROWS_AS(run_plan<S>(std::move(missing_dir)), infrastructure_error);
+    if constexpr (spawn_can<S, spawn_capability::pre_exec>) {
+      launch_plan failing_hook = bash_plan("true");
+      failing_hook.hooks.add(pre_exec_hook{[](const void*) noexcept { return EACCES; }, nullptr, "hook"});
+      CHECK_THROWS_AS(run_plan<S>(std::move(failing_hook)), pre_exec_failed);
+    }
+    {
+      process_handle child = S{}.spawn(bash_plan("true"));  // -1 streams: /dev/null opened for the spawn
+      child.wait_blocking();
+    }
+    CHECK(open_fd_count() == before);
+    CHECK(no_children_left());
+  });
+}
+
+TEST_CASE("spawn laws: a missing workdir throws infrastructure_error naming the path, and nothing runs (contract 2)",
+          "[spawn_laws]") {
+  for_every_spawn_policy([]<class S>() {
+    launch_plan plan = bash_plan("true");
+    plan.workdir = "/nonexistent/bashexec-workdir";
+    try {
+      (void)run_plan<S>(std::move(plan));
+      FAIL("spawn did not throw");
+    } catch (const pre_exec_failed&) {
+      FAIL("a chdir failure is not a hook failure");
+    } catch (const infrastructure_error& error) {
+      CHECK_THAT(error.what(), Catch::Contains("/nonexistent/bashexec-workdir: No such file or directory"));
+    }
+    CHECK(no_children_left());
+  });
+}
+
 TEST_CASE("spawn laws: the environment is exactly the plan's, in its order", "[spawn_laws]") {
   for_every_spawn_policy([]<class S>() {
     launch_plan plan = plan_for({"/usr/bin/env"});
@@ -226,18 +325,23 @@ TEST_CASE("spawn laws: stdin is the plan's descriptor, and /dev/null when the pl
 TEST_CASE("spawn laws: default signal dispositions and an empty mask, whatever the host set (contract 4)",
           "[spawn_laws]") {
   for_every_spawn_policy([]<class S>() {
-    // The host ignores one signal and blocks another; the child must see neither.
+    // The host ignores SIGPIPE and blocks another signal; the child must see
+    // neither (an ignored SIGPIPE would make `yes | head -1` spin on EPIPE).
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     struct sigaction saved {};
-    REQUIRE(::sigaction(SIGUSR2, &ignore, &saved) == 0);
+    REQUIRE(::sigaction(SIGPIPE, &ignore, &saved) == 0);
     sigset_t block, old_mask;
     sigemptyset(&block);
     sigaddset(&block, SIGWINCH);
     REQUIRE(::pthread_sigmask(SIG_BLOCK, &block, &old_mask) == 0);
     auto result = run_plan<S>(plan_for({"/bin/grep", "-E", "^Sig(Ign|Blk):", "/proc/self/status"}));
+    auto pipeline = run_plan<S>(bash_plan("yes | head -1"));
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    ::sigaction(SIGUSR2, &saved, nullptr);
+    ::sigaction(SIGPIPE, &saved, nullptr);
+    CHECK(pipeline.exit_code == 0);
+    CHECK(pipeline.out == "y\n");
+    CHECK(pipeline.err.empty());
     REQUIRE(result.exit_code == 0);
     CHECK(result.out == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
   });
@@ -358,6 +462,7 @@ TEST_CASE("spawn laws: a failing hook names its own stage, and the hooks after i
       } catch (const pre_exec_failed& error) {
         CHECK(error.stage() == "second-stage");
         CHECK(error.error() == EPERM);
+        CHECK(std::string(error.what()) == "second-stage: Operation not permitted");
       }
       marks.write.reset();
       char buffer[8] = {};

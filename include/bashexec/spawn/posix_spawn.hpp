@@ -5,6 +5,7 @@
 // that needs any of them is refused (std::invalid_argument), never run.
 #pragma once
 
+#include <algorithm>
 #include <csignal>
 #include <stdexcept>
 #include <string_view>
@@ -37,16 +38,28 @@ struct posix_spawner {
 
     detail::posix_spawn_setup setup;
     posix_spawn_file_actions_t* actions = setup.actions();
-    // A stream left at -1 is /dev/null, as under every spawn policy.
-    const int streams[3] = {plan.stdin_fd, plan.stdout_fd, plan.stderr_fd};
-    for (int target = 0; target < 3; ++target) {
-      if (streams[target] >= 0)
-        ::posix_spawn_file_actions_adddup2(actions, streams[target], target);
-      else
+    // Sources in target order: fds 0, 1, 2, then the inherited ones as 3, 4, …
+    // (a stream left at -1 is /dev/null, as under every spawn policy).
+    std::vector<int> sources{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd};
+    sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
+    const int next = static_cast<int>(sources.size());
+    // A source sitting on a target number (inherited {4, 3}) would be
+    // clobbered by an earlier dup2: then every source first moves above the
+    // target range, to numbers closefrom removes again.
+    int top = next;
+    for (int fd : sources) top = std::max(top, fd + 1);
+    const bool overlap = std::any_of(sources.begin(), sources.end(), [next](int fd) { return fd >= 0 && fd < next; });
+    if (overlap)
+      for (int target = 0; target < next; ++target)
+        if (const int source = sources[static_cast<std::size_t>(target)]; source >= 0)
+          ::posix_spawn_file_actions_adddup2(actions, source, top + target);
+    for (int target = 0; target < next; ++target) {
+      const int source = sources[static_cast<std::size_t>(target)];
+      if (source < 0)
         ::posix_spawn_file_actions_addopen(actions, target, "/dev/null", O_RDWR, 0);
+      else
+        ::posix_spawn_file_actions_adddup2(actions, overlap ? top + target : source, target);
     }
-    int next = 3;
-    for (int fd : plan.inherited_fds) ::posix_spawn_file_actions_adddup2(actions, fd, next++);
     // Closes every descriptor the host holds, inheritable or not.
     ::posix_spawn_file_actions_addclosefrom_np(actions, next);
     if (!plan.workdir.empty()) ::posix_spawn_file_actions_addchdir_np(actions, plan.workdir.c_str());
