@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "executor_test_support.hpp"
+#include "extending/counting_spawner.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +34,7 @@
 #include <boost/hana/type.hpp>
 
 #include <bashexec/basic_executor.hpp>
+#include <bashexec/detail/engine/spawn_step.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/executor_traits.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
@@ -45,11 +47,20 @@ using detail::unique_fd;
 
 namespace {
 
-/// Every spawn policy the library ships.
-constexpr auto shipped_spawn_policies = hana::tuple_t<posix_spawner, fork_exec>;
+/// Every spawn policy the library ships, and the one docs/extending.md
+/// writes outside the library's tree.
+constexpr auto shipped_spawn_policies = hana::tuple_t<posix_spawner, fork_exec, counting_spawner>;
 
 static_assert(hana::all_of(shipped_spawn_policies,
                            [](auto policy) { return hana::bool_c<spawn_policy<typename decltype(policy)::type>>; }));
+
+/// The instance an executor would hold (from a default config when `S`
+/// takes one), as a prvalue: a policy with an atomic neither moves nor copies.
+template <class S>
+S make_policy() {
+  static const executor_config defaults = test_support::fast_config();
+  return detail::make_spawn_policy<S>(defaults);
+}
 
 /// Calls `law.template operator()<S>()` for every shipped policy `S`, its
 /// name captured for the failure message.
@@ -117,7 +128,7 @@ launch_plan bash_plan(const std::string& command) { return plan_for({"/bin/bash"
 /// stdin from `stdin_fd` (-1: left to the policy).
 template <class S>
 outcome run_plan(launch_plan plan, int stdin_fd = -1) {
-  const S spawner{};
+  const S spawner = make_policy<S>();
   auto out = detail::make_pipe();
   auto err = detail::make_pipe();
   plan.stdin_fd = stdin_fd;
@@ -263,7 +274,7 @@ TEST_CASE("spawn laws: the parent keeps no descriptor on any path, success or fa
       CHECK_THROWS_AS(run_plan<S>(std::move(failing_hook)), pre_exec_failed);
     }
     {
-      process_handle child = S{}.spawn(bash_plan("true"));  // -1 streams: /dev/null opened for the spawn
+      process_handle child = make_policy<S>().spawn(bash_plan("true"));  // -1 streams: /dev/null opened for the spawn
       child.wait_blocking();
     }
     CHECK(open_fd_count() == before);
@@ -361,7 +372,7 @@ TEST_CASE("spawn laws: the handle reports exit codes and signal deaths through t
 
 TEST_CASE("spawn laws: signal_group reaches every member of the child's group", "[spawn_laws]") {
   for_every_spawn_policy([]<class S>() {
-    const S spawner{};
+    const S spawner = make_policy<S>();
     auto out = detail::make_pipe();
     launch_plan plan = bash_plan("sleep 30 & echo started; wait");
     plan.stdout_fd = out.write.get();
@@ -381,7 +392,7 @@ TEST_CASE("spawn laws: signal_group reaches every member of the child's group", 
 TEST_CASE("spawn laws: a plan without argv, or with a missing program, throws and leaves nothing (contract 2)",
           "[spawn_laws]") {
   for_every_spawn_policy([]<class S>() {
-    const S spawner{};
+    const S spawner = make_policy<S>();
     CHECK_THROWS_AS(spawner.spawn(launch_plan{}), std::invalid_argument);
     try {
       (void)run_plan<S>(plan_for({"/bin/bashexec-no-such-program"}));
@@ -416,7 +427,7 @@ TEST_CASE("spawn laws: a policy refuses a plan that needs a capability it lacks,
         if (!tag::needed_by(plan)) return;  // no plan field needs it (prespawned)
         INFO("capability " << tag::field);
         try {
-          (void)S{}.spawn(plan);
+          (void)make_policy<S>().spawn(plan);
           FAIL("ran a plan it cannot honour");
         } catch (const std::invalid_argument& e) {
           CHECK_THAT(e.what(), Catch::Contains(std::string(tag::field)) && Catch::Contains(std::string(S::name)));
@@ -486,7 +497,7 @@ TEST_CASE("spawn laws: the hook array is fixed, and a full one says so instead o
 
 TEST_CASE("spawn laws: one const instance spawns from several threads at once", "[spawn_laws]") {
   for_every_spawn_policy([]<class S>() {
-    const S spawner{};
+    const S spawner = make_policy<S>();
     std::atomic<int> succeeded{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
@@ -515,6 +526,21 @@ TEST_CASE("spawn laws: an executor over each policy runs a command through its o
     CHECK(result.exit_code == 3);
     CHECK(result.out.text == "hello\n");
   });
+}
+
+TEST_CASE("spawn laws: an executor holds one policy instance, built from its config, for run and start alike",
+          "[spawn_laws]") {
+  auto config = test_support::fast_config();
+  config.limits.max_open_files = 512;
+  basic_executor<policies<spawn_with<counting_spawner>>> executor(config);
+  CHECK(executor.spawner().limited());
+  exec_request request;
+  request.command = "ulimit -n";
+  CHECK(executor.run(executor.resolve(request)).out.text == "512\n");
+  CHECK(executor.run(executor.resolve(request)).exit_code == 0);
+  auto id = executor.start(executor.resolve(request));
+  CHECK(executor.wait(id).exit_code == 0);
+  CHECK(executor.spawner().spawned() == 3);
 }
 
 // What an executor can do follows from its policies (executor_traits.hpp).

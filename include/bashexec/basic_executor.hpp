@@ -128,6 +128,8 @@ class basic_executor {
   /// cgroup; empty when it did not, or when process_group was asked for.
   const std::string& containment_fallback() const noexcept { return containment_.fallback; }
 
+  /// The executor's one spawn policy instance (a pool's statistics, say).
+  const spawn_type& spawner() const noexcept { return spawn_; }
   const executor_config& config() const noexcept { return config_; }
   const std::filesystem::path& workspace_root() const noexcept { return workspace_root_; }
   /// The private spill directory; empty until a stream first overflowed.
