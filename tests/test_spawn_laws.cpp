@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "executor_test_support.hpp"
+#include "pipe_test_support.hpp"
 #include "extending/counting_spawner.hpp"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -84,26 +86,7 @@ struct outcome {
 /// through the handle (the engine's own path).
 outcome collect(process_handle& child, unique_fd out, unique_fd err) {
   outcome result;
-  pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_count = 2;
-  while (open_count > 0) {
-    if (::poll(fds, 2, 10000) <= 0) {
-      if (errno == EINTR) continue;
-      FAIL("poll failed or timed out");
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        sinks[i]->append(buffer, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
-  }
+  std::tie(result.out, result.err) = test_support::read_both(std::move(out), std::move(err));
   pollfd exit_fd{child.pidfd(), POLLIN, 0};
   REQUIRE(::poll(&exit_fd, 1, 10000) == 1);
   auto facts = child.try_reap();
