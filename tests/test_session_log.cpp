@@ -241,3 +241,33 @@ TEST_CASE("append refuses a body nested deeper than the bound, naming the limit"
   log.append("note", nested(session_log_max_depth - 1));
   CHECK(log.events().size() == 1);
 }
+
+TEST_CASE("the replay fold is pure: it reports a torn tail and a missing newline without touching a file",
+          "[session][contract-18]") {
+  const std::string good = R"({"type":"sandbox-mode","mode":"workspace-write"})";
+  SECTION("a torn final line is reported with where it starts, and the earlier events are kept") {
+    const std::string content = good + "\n" + R"({"type":"sand)";
+    const auto replay = replay_session_log(content, "t");
+    REQUIRE(replay.events.size() == 1);
+    REQUIRE(replay.torn_tail.has_value());
+    CHECK(replay.torn_tail->offset == good.size() + 1);
+    CHECK(replay.torn_tail->line_number == 2);
+    CHECK(replay.torn_tail->bytes == 13);
+    CHECK_FALSE(replay.missing_final_newline);
+  }
+  SECTION("a complete final line without its newline is kept and reported") {
+    const auto replay = replay_session_log(good, "t");
+    CHECK(replay.events.size() == 1);
+    CHECK_FALSE(replay.torn_tail.has_value());
+    CHECK(replay.missing_final_newline);
+  }
+  SECTION("blank lines count for line numbers in errors") {
+    const std::string content = "\n  \n{not json\n" + good + "\n";
+    CHECK_THROWS_WITH(replay_session_log(content, "the-log"),
+                      Catch::Contains("session log the-log line 3: not valid JSON"));
+  }
+  SECTION("the fold of the replayed events names the override") {
+    const auto replay = replay_session_log(good + "\n", "t");
+    CHECK(effective_sandbox_mode(std::span<const session_event>(replay.events)) == sandbox_mode::workspace_write);
+  }
+}

@@ -1,24 +1,15 @@
 // session/session_log: one session's append-only log of typed events, durable
 // as JSON lines on disk and replayed on construction, plus the per-session
-// sandbox-mode override folded from it (DESIGN.md contract 18).
+// sandbox-mode override folded from it (docs/contract.md item 18).
 //
 // File format: one JSON object per line, each with a string "type":
 //   {"type":"sandbox-mode","mode":"workspace-write"}
 // Other event types (a harness's own) are kept verbatim and written back
 // unchanged. Every append is one write(2) of a whole line, then fsync(2).
 //
-// Replay rules: a final line that does not parse (a write torn by a crash)
-// is dropped from the file with a warning, never an error and never at the
-// cost of an earlier event; a complete final line missing only its newline
-// is kept and the newline restored. Any other bad line — invalid JSON before
-// the end, a missing "type", an unknown sandbox mode, nesting deeper than
-// `session_log_max_depth` — throws `session_log_error` naming the file and
-// the line number.
-//
-// Nesting is bounded (replay and `append` alike) because nlohmann-json
-// copies, compares and dumps a value recursively: a line nested some ten
-// thousand levels deep would overflow the stack, a crash instead of an
-// error. The depth is measured without building the value.
+// Replay (the rules, and the fold itself, are in session/session_events.hpp):
+// a torn final line is cut from the file with a warning, and a missing final
+// newline is written back. Appends are bounded in nesting like replayed lines.
 //
 // One log per session: `session_log_path(dir, session_id)` maps each session
 // id to its own file, so two sessions never see each other's events. One
@@ -37,7 +28,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <fcntl.h>
@@ -49,137 +39,9 @@
 
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/session/session_events.hpp"
 
 namespace bashexec {
-
-/// The session's sandbox-mode override was set (the `sandbox-mode` event).
-struct sandbox_mode_event {
-  sandbox_mode mode = sandbox_mode::read_only;
-  friend bool operator==(const sandbox_mode_event&, const sandbox_mode_event&) = default;
-};
-
-/// An event of a type bashexec does not interpret, kept verbatim: `body` is
-/// the whole JSON object, `type` its "type" field.
-struct opaque_event {
-  std::string type;
-  nlohmann::json body;
-  friend bool operator==(const opaque_event&, const opaque_event&) = default;
-};
-
-using session_event = std::variant<sandbox_mode_event, opaque_event>;
-
-/// A log file that cannot be read, replayed or appended to.
-class session_log_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-inline constexpr std::string_view sandbox_mode_event_type = "sandbox-mode";
-
-/// The deepest nesting of arrays and objects an event may have (the event
-/// object itself is level 1).
-inline constexpr std::size_t session_log_max_depth = 512;
-
-namespace detail {
-
-/// A SAX consumer that builds nothing and stops the (iterative) parser as
-/// soon as the nesting passes `limit`.
-class json_depth_probe final : public nlohmann::json_sax<nlohmann::json> {
- public:
-  explicit json_depth_probe(std::size_t limit) : limit_(limit) {}
-  bool too_deep() const noexcept { return too_deep_; }
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return leave(); }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return leave(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
-
- private:
-  bool enter() {
-    if (++depth_ <= limit_) return true;
-    too_deep_ = true;
-    return false;
-  }
-  bool leave() {
-    --depth_;
-    return true;
-  }
-
-  std::size_t limit_;
-  std::size_t depth_ = 0;
-  bool too_deep_ = false;
-};
-
-/// True when the JSON text `line` nests deeper than `limit` (whether or not
-/// it parses).
-inline bool json_text_too_deep(std::string_view line, std::size_t limit) {
-  json_depth_probe probe(limit);
-  (void)nlohmann::json::sax_parse(line, &probe, nlohmann::json::input_format_t::json, false);
-  return probe.too_deep();
-}
-
-/// True when `value` nests deeper than `limit`; iterative, so any depth is
-/// safe to measure.
-inline bool json_value_too_deep(const nlohmann::json& value, std::size_t limit) {
-  std::vector<std::pair<const nlohmann::json*, std::size_t>> pending{{&value, 1}};
-  while (!pending.empty()) {
-    const auto [node, depth] = pending.back();
-    pending.pop_back();
-    if (!node->is_structured()) continue;
-    if (depth > limit) return true;
-    for (const auto& child : *node) pending.emplace_back(&child, depth + 1);
-  }
-  return false;
-}
-
-}  // namespace detail
-
-/// The JSON object one event is stored as.
-inline nlohmann::json event_to_json(const session_event& event) {
-  if (const auto* mode = std::get_if<sandbox_mode_event>(&event))
-    return {{"type", sandbox_mode_event_type}, {"mode", to_string(mode->mode)}};
-  const auto& opaque = std::get<opaque_event>(event);
-  nlohmann::json body = opaque.body.is_object() ? opaque.body : nlohmann::json::object();
-  body["type"] = opaque.type;
-  return body;
-}
-
-/// Reads one stored event; throws std::invalid_argument saying what is wrong.
-inline session_event event_from_json(const nlohmann::json& line) {
-  if (!line.is_object()) throw std::invalid_argument("expected a JSON object");
-  const auto type = line.find("type");
-  if (type == line.end() || !type->is_string()) throw std::invalid_argument("missing the string field \"type\"");
-  const auto& name = type->get_ref<const std::string&>();
-  if (name != sandbox_mode_event_type) return opaque_event{name, line};
-  const auto mode = line.find("mode");
-  if (mode == line.end() || !mode->is_string())
-    throw std::invalid_argument("sandbox-mode event without the string field \"mode\"");
-  const auto& spelling = mode->get_ref<const std::string&>();
-  const auto parsed = parse_sandbox_mode(spelling);
-  if (!parsed)
-    throw std::invalid_argument(
-        fmt::format("unknown sandbox mode {} (expected read-only, workspace-write or danger-full-access)",
-                    nlohmann::json(spelling).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-  return sandbox_mode_event{*parsed};
-}
-
-/// The session's sandbox-mode override: the last `sandbox-mode` event wins;
-/// empty when there is none. A pure fold.
-inline std::optional<sandbox_mode> effective_sandbox_mode(std::span<const session_event> events) {
-  std::optional<sandbox_mode> mode;
-  for (const auto& event : events)
-    if (const auto* set = std::get_if<sandbox_mode_event>(&event)) mode = set->mode;
-  return mode;
-}
 
 /// `<dir>/<session id>.jsonl`, the id percent-encoded so that every session
 /// id maps to its own plain file name (no `/`, no `..`, no hidden files).
@@ -333,62 +195,20 @@ class session_log {
     return content;
   }
 
-  static bool blank(std::string_view line) {
-    return line.find_first_not_of(" \t\r") == std::string_view::npos;
-  }
-
   void replay(const std::string& content) {
     size_ = content.size();
-    // Where the last non-blank line starts: only that line may be torn.
-    std::size_t last_start = std::string::npos;
-    for (std::size_t start = 0; start < content.size();) {
-      auto end = content.find('\n', start);
-      if (end == std::string::npos) end = content.size();
-      if (!blank(std::string_view(content).substr(start, end - start))) last_start = start;
-      start = end + 1;
-    }
-
-    std::size_t line_number = 0;
-    for (std::size_t start = 0; start < content.size();) {
-      ++line_number;
-      auto end = content.find('\n', start);
-      const bool terminated = end != std::string::npos;
-      if (!terminated) end = content.size();
-      const std::string_view line = std::string_view(content).substr(start, end - start);
-      const std::size_t line_start = start;
-      start = end + 1;
-      if (blank(line)) continue;
-
-      if (detail::json_text_too_deep(line, session_log_max_depth))
-        throw session_log_error(fmt::format("session log {} line {}: nested deeper than {} levels (the log is corrupt)",
-                                            where(), line_number, session_log_max_depth));
-      auto parsed = nlohmann::json::parse(line, nullptr, false);
-      if (parsed.is_discarded()) {
-        if (line_start == last_start) {
-          drop_torn_tail(line_start, line_number, line.size());
-          return;
-        }
-        throw session_log_error(
-            fmt::format("session log {} line {}: not valid JSON (the log is corrupt)", where(), line_number));
-      }
-      try {
-        events_.push_back(event_from_json(parsed));
-      } catch (const std::invalid_argument& e) {
-        throw session_log_error(fmt::format("session log {} line {}: {}", where(), line_number, e.what()));
-      }
-      if (!terminated) restore_newline();
+    auto replayed = replay_session_log(content, where());
+    events_ = std::move(replayed.events);
+    if (const auto& torn = replayed.torn_tail) {
+      warn(fmt::format("session log {} line {}: ignoring a torn final line ({} bytes) left by an interrupted write",
+                       where(), torn->line_number, torn->bytes));
+      if (::ftruncate(fd_.get(), static_cast<off_t>(torn->offset)) != 0) fail("ftruncate");
+      if (::fsync(fd_.get()) != 0) fail("fsync");
+      size_ = torn->offset;
+    } else if (replayed.missing_final_newline) {
+      write_line("\n");
     }
   }
-
-  void drop_torn_tail(std::size_t offset, std::size_t line_number, std::size_t bytes) {
-    warn(fmt::format("session log {} line {}: ignoring a torn final line ({} bytes) left by an interrupted write",
-                     where(), line_number, bytes));
-    if (::ftruncate(fd_.get(), static_cast<off_t>(offset)) != 0) fail("ftruncate");
-    if (::fsync(fd_.get()) != 0) fail("fsync");
-    size_ = offset;
-  }
-
-  void restore_newline() { write_line("\n"); }
 
   std::optional<std::filesystem::path> file_;
   session_log_options options_;

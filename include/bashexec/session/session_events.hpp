@@ -1,0 +1,237 @@
+// session/session_events: the pure half of a session's log — the typed
+// events, their JSON form, the replay fold over a log file's bytes and the
+// sandbox-mode override folded from the events (docs/contract.md item 18).
+// No I/O here: session/session_log.hpp makes the events durable, and the
+// fold's outcome (events, a torn tail to drop, a newline to restore) is what
+// it applies to the file.
+//
+// Replay rules: a final line that does not parse (a write torn by a crash)
+// is reported as a torn tail, never an error and never at the cost of an
+// earlier event; a complete final line missing only its newline is kept and
+// reported so the newline can be restored. Any other bad line — invalid JSON
+// before the end, a missing "type", an unknown sandbox mode, nesting deeper
+// than `session_log_max_depth` — throws `session_log_error` naming the log
+// and the line number.
+//
+// Nesting is bounded because nlohmann-json copies, compares and dumps a
+// value recursively: a line nested some ten thousand levels deep would
+// overflow the stack, a crash instead of an error. The depth is measured
+// without building the value.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bashexec/sandbox_mode.hpp"
+
+namespace bashexec {
+
+/// The session's sandbox-mode override was set (the `sandbox-mode` event).
+struct sandbox_mode_event {
+  sandbox_mode mode = sandbox_mode::read_only;
+  friend bool operator==(const sandbox_mode_event&, const sandbox_mode_event&) = default;
+};
+
+/// An event of a type bashexec does not interpret, kept verbatim: `body` is
+/// the whole JSON object, `type` its "type" field.
+struct opaque_event {
+  std::string type;
+  nlohmann::json body;
+  friend bool operator==(const opaque_event&, const opaque_event&) = default;
+};
+
+using session_event = std::variant<sandbox_mode_event, opaque_event>;
+
+/// A log file that cannot be read, replayed or appended to.
+class session_log_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr std::string_view sandbox_mode_event_type = "sandbox-mode";
+
+/// The deepest nesting of arrays and objects an event may have (the event
+/// object itself is level 1).
+inline constexpr std::size_t session_log_max_depth = 512;
+
+namespace detail {
+
+/// A SAX consumer that builds nothing and stops the (iterative) parser as
+/// soon as the nesting passes `limit`.
+class json_depth_probe final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit json_depth_probe(std::size_t limit) : limit_(limit) {}
+  bool too_deep() const noexcept { return too_deep_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return enter(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return leave(); }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override { return leave(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool enter() {
+    if (++depth_ <= limit_) return true;
+    too_deep_ = true;
+    return false;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  std::size_t limit_;
+  std::size_t depth_ = 0;
+  bool too_deep_ = false;
+};
+
+/// True when the JSON text `line` nests deeper than `limit` (whether or not
+/// it parses).
+inline bool json_text_too_deep(std::string_view line, std::size_t limit) {
+  json_depth_probe probe(limit);
+  (void)nlohmann::json::sax_parse(line, &probe, nlohmann::json::input_format_t::json, false);
+  return probe.too_deep();
+}
+
+/// True when `value` nests deeper than `limit`; iterative, so any depth is
+/// safe to measure.
+inline bool json_value_too_deep(const nlohmann::json& value, std::size_t limit) {
+  std::vector<std::pair<const nlohmann::json*, std::size_t>> pending{{&value, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth > limit) return true;
+    for (const auto& child : *node) pending.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+}  // namespace detail
+
+/// The JSON object one event is stored as.
+inline nlohmann::json event_to_json(const session_event& event) {
+  if (const auto* mode = std::get_if<sandbox_mode_event>(&event))
+    return {{"type", sandbox_mode_event_type}, {"mode", to_string(mode->mode)}};
+  const auto& opaque = std::get<opaque_event>(event);
+  nlohmann::json body = opaque.body.is_object() ? opaque.body : nlohmann::json::object();
+  body["type"] = opaque.type;
+  return body;
+}
+
+/// Reads one stored event; throws std::invalid_argument saying what is wrong.
+inline session_event event_from_json(const nlohmann::json& line) {
+  if (!line.is_object()) throw std::invalid_argument("expected a JSON object");
+  const auto type = line.find("type");
+  if (type == line.end() || !type->is_string()) throw std::invalid_argument("missing the string field \"type\"");
+  const auto& name = type->get_ref<const std::string&>();
+  if (name != sandbox_mode_event_type) return opaque_event{name, line};
+  const auto mode = line.find("mode");
+  if (mode == line.end() || !mode->is_string())
+    throw std::invalid_argument("sandbox-mode event without the string field \"mode\"");
+  const auto& spelling = mode->get_ref<const std::string&>();
+  const auto parsed = parse_sandbox_mode(spelling);
+  if (!parsed)
+    throw std::invalid_argument(
+        fmt::format("unknown sandbox mode {} (expected read-only, workspace-write or danger-full-access)",
+                    nlohmann::json(spelling).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  return sandbox_mode_event{*parsed};
+}
+
+/// The session's sandbox-mode override: the last `sandbox-mode` event wins;
+/// empty when there is none. A pure fold.
+inline std::optional<sandbox_mode> effective_sandbox_mode(std::span<const session_event> events) {
+  std::optional<sandbox_mode> mode;
+  for (const auto& event : events)
+    if (const auto* set = std::get_if<sandbox_mode_event>(&event)) mode = set->mode;
+  return mode;
+}
+
+/// A final line a crashed writer left half-written: `offset` is where it
+/// starts (the file is cut there), `bytes` its length.
+struct session_log_torn_tail {
+  std::size_t offset = 0;
+  std::size_t line_number = 0;
+  std::size_t bytes = 0;
+};
+
+/// What replaying a log file's bytes found.
+struct session_log_replay {
+  std::vector<session_event> events;
+  std::optional<session_log_torn_tail> torn_tail;
+  /// The last line is complete but lacks its newline.
+  bool missing_final_newline = false;
+};
+
+namespace detail {
+inline bool blank_log_line(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+}  // namespace detail
+
+/// Folds a log file's `content` into its events under the replay rules
+/// above; `where` names the log in errors. Pure: the caller applies the
+/// torn tail and the missing newline to the file.
+inline session_log_replay replay_session_log(std::string_view content, std::string_view where) {
+  session_log_replay replay;
+  // Where the last non-blank line starts: only that line may be torn.
+  std::size_t last_start = std::string_view::npos;
+  for (std::size_t start = 0; start < content.size();) {
+    auto end = content.find('\n', start);
+    if (end == std::string_view::npos) end = content.size();
+    if (!detail::blank_log_line(content.substr(start, end - start))) last_start = start;
+    start = end + 1;
+  }
+
+  std::size_t line_number = 0;
+  for (std::size_t start = 0; start < content.size();) {
+    ++line_number;
+    auto end = content.find('\n', start);
+    const bool terminated = end != std::string_view::npos;
+    if (!terminated) end = content.size();
+    const std::string_view line = content.substr(start, end - start);
+    const std::size_t line_start = start;
+    start = end + 1;
+    if (detail::blank_log_line(line)) continue;
+
+    if (detail::json_text_too_deep(line, session_log_max_depth))
+      throw session_log_error(fmt::format("session log {} line {}: nested deeper than {} levels (the log is corrupt)",
+                                          where, line_number, session_log_max_depth));
+    auto parsed = nlohmann::json::parse(line, nullptr, false);
+    if (parsed.is_discarded()) {
+      if (line_start == last_start) {
+        replay.torn_tail = session_log_torn_tail{line_start, line_number, line.size()};
+        return replay;
+      }
+      throw session_log_error(
+          fmt::format("session log {} line {}: not valid JSON (the log is corrupt)", where, line_number));
+    }
+    try {
+      replay.events.push_back(event_from_json(parsed));
+    } catch (const std::invalid_argument& e) {
+      throw session_log_error(fmt::format("session log {} line {}: {}", where, line_number, e.what()));
+    }
+    if (!terminated) replay.missing_final_newline = true;
+  }
+  return replay;
+}
+
+}  // namespace bashexec
