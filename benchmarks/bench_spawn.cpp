@@ -28,7 +28,10 @@
 #define BASHEXEC_BENCH_HAS_BWRAP 1
 #endif
 
+#include <array>
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -65,10 +68,41 @@ bashexec::exec_spec true_spec(Executor& executor, std::optional<bashexec::sandbo
   return executor.resolve(std::move(request));
 }
 
+/// Sums of each measurement over the iterations of one case.
+template <std::size_t N>
+struct rotation_totals {
+  std::array<double, N> seconds{};
+  std::uint64_t calls = 0;
+  double mean_us(std::size_t i) const { return seconds[i] / static_cast<double>(calls) * 1e6; }
+};
+
+/// Runs every measurement (each returns the seconds it took) once per
+/// iteration, starting one further along each time, so no measurement always
+/// runs first or after the same neighbour; measurement `subject` is the
+/// iteration's time.
+template <class... Measure>
+rotation_totals<sizeof...(Measure)> rotate(benchmark::State& state, std::size_t subject, Measure... measure) {
+  constexpr std::size_t count = sizeof...(Measure);
+  const std::array<std::function<double()>, count> measures{measure...};
+  rotation_totals<count> totals;
+  unsigned rotation = 0;
+  for (auto _ : state) {
+    std::array<double, count> took{};
+    const std::size_t first = rotation++ % count;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = (first + k) % count;
+      took[i] = measures[i]();
+    }
+    for (std::size_t i = 0; i < count; ++i) totals.seconds[i] += took[i];
+    ++totals.calls;
+    state.SetIterationTime(took[subject]);
+  }
+  return totals;
+}
+
 template <class Policies>
 void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> mode) {
-  double floor_s = 0, local_s = 0, subject_s = 0;
-  std::uint64_t n = 0;
+  rotation_totals<3> totals;
   try {
     bashexec::local_executor local;
     bashexec::basic_executor<Policies> subject;
@@ -77,30 +111,18 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
     run_true(subject, subject_spec);  // warm-up: page cache, a chain's probe, first-use allocations
     run_true(local, local_spec);
     raw_true();
-    static unsigned rotation = 0;
-    for (auto _ : state) {
-      double f = 0, l = 0, t = 0;
-      switch (rotation++ % 3) {
-        case 0: f = raw_true(); l = run_true(local, local_spec); t = run_true(subject, subject_spec); break;
-        case 1: l = run_true(local, local_spec); t = run_true(subject, subject_spec); f = raw_true(); break;
-        default: t = run_true(subject, subject_spec); f = raw_true(); l = run_true(local, local_spec); break;
-      }
-      floor_s += f;
-      local_s += l;
-      subject_s += t;
-      ++n;
-      state.SetIterationTime(t);
-    }
+    totals = rotate(
+        state, 2, [] { return raw_true(); }, [&] { return run_true(local, local_spec); },
+        [&] { return run_true(subject, subject_spec); });
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
   }
-  const double calls = static_cast<double>(n);
-  state.counters["us"] = subject_s / calls * 1e6;
-  state.counters["floor_us"] = floor_s / calls * 1e6;
-  state.counters["local_us"] = local_s / calls * 1e6;
-  state.counters["ratio"] = subject_s / floor_s;
-  state.counters["ratio_local"] = subject_s / local_s;
+  state.counters["us"] = totals.mean_us(2);
+  state.counters["floor_us"] = totals.mean_us(0);
+  state.counters["local_us"] = totals.mean_us(1);
+  state.counters["ratio"] = totals.seconds[2] / totals.seconds[0];
+  state.counters["ratio_local"] = totals.seconds[2] / totals.seconds[1];
   // A fork-based spawn copies the host's page tables: its cost grows with this.
   state.counters["host_rss_MiB"] = static_cast<double>(rss_bytes()) / (1 << 20);
 }
@@ -114,8 +136,7 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
 /// after a quiet spell waits out an RCU grace period (rcu_sync).
 void containment_case(benchmark::State& state, std::chrono::milliseconds gap) {
   using fork_policies = bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>>;
-  double group_s = 0, subject_s = 0;
-  std::uint64_t n = 0;
+  rotation_totals<2> totals;
   try {
     bashexec::basic_executor<fork_policies> subject;
     bashexec::executor_config group_config;
@@ -131,36 +152,26 @@ void containment_case(benchmark::State& state, std::chrono::milliseconds gap) {
     const auto group_spec = true_spec(group, std::nullopt);
     run_true(subject, subject_spec);
     run_true(group, group_spec);
-    static unsigned rotation = 0;
     auto idle = [gap] {
       if (gap.count() > 0) std::this_thread::sleep_for(gap);
     };
-    for (auto _ : state) {
-      double g = 0, t = 0;
-      if (rotation++ % 2 == 0) {
-        idle();
-        g = run_true(group, group_spec);
-        idle();
-        t = run_true(subject, subject_spec);
-      } else {
-        idle();
-        t = run_true(subject, subject_spec);
-        idle();
-        g = run_true(group, group_spec);
-      }
-      group_s += g;
-      subject_s += t;
-      ++n;
-      state.SetIterationTime(t);
-    }
+    totals = rotate(
+        state, 1,
+        [&] {
+          idle();
+          return run_true(group, group_spec);
+        },
+        [&] {
+          idle();
+          return run_true(subject, subject_spec);
+        });
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
   }
-  const double calls = static_cast<double>(n);
-  state.counters["us"] = subject_s / calls * 1e6;
-  state.counters["process_group_us"] = group_s / calls * 1e6;
-  state.counters["ratio"] = subject_s / group_s;
+  state.counters["us"] = totals.mean_us(1);
+  state.counters["process_group_us"] = totals.mean_us(0);
+  state.counters["ratio"] = totals.seconds[1] / totals.seconds[0];
 }
 
 void add(const char* name, void (*fn)(benchmark::State&, std::optional<bashexec::sandbox_mode>),

@@ -1,12 +1,13 @@
-// Tests of the pre-exec spawn policy (fork_exec) and the confining policies
-// (landlock, bwrap, runner_command, chain), driven directly through launch
-// plans — no executor. Each test cites the DESIGN.md contract item it proves.
+// Tests of the confining policies (landlock, bwrap, runner_command, chain),
+// driven directly through launch plans spawned by fork_exec — no executor.
+// The spawn policies' own laws are tests/test_spawn_laws.cpp. Each test cites the DESIGN.md contract item it proves.
 // A capability the machine lacks (bwrap, Landlock) makes a test WARN
 // "skipped: …" and return, so a skip is always visible.
 
 #include <catch2/catch.hpp>
 
 #include "executor_test_support.hpp"
+#include "pipe_test_support.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fcntl.h>
@@ -55,30 +57,11 @@ struct outcome {
 };
 
 /// Reads both pipes to EOF, then reaps the child.
-outcome collect(const spawned_process& child, unique_fd out, unique_fd err) {
+outcome collect(const process_handle& child, unique_fd out, unique_fd err) {
   outcome result;
-  pollfd fds[2] = {{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_count = 2;
-  while (open_count > 0) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      FAIL("poll failed");
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[4096];
-      ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        sinks[i]->append(buffer, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
-  }
+  std::tie(result.out, result.err) = test_support::read_both(std::move(out), std::move(err));
   int status = 0;
-  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid(), &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
@@ -108,9 +91,9 @@ outcome run_plan(launch_plan plan) {
   plan.stdin_fd = null.get();
   plan.stdout_fd = out.write.get();
   plan.stderr_fd = err.write.get();
-  auto child = fork_exec::spawn(plan);
-  REQUIRE(child.pid > 0);
-  REQUIRE(child.pidfd);
+  auto child = fork_exec{}.spawn(plan);
+  REQUIRE(child.pid() > 0);
+  REQUIRE(child.pidfd() >= 0);
   out.write.reset();
   err.write.reset();
   return collect(child, std::move(out.read), std::move(err.read));
@@ -129,8 +112,6 @@ confined_outcome run_confined(const C& confinement, sandbox_mode mode, const fs:
   outcome result = run_plan(std::move(plan));
   return {std::move(result), std::move(launch)};
 }
-
-bool no_children_left() { return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD; }
 
 using test_support::temp_dir;
 
@@ -168,213 +149,7 @@ std::optional<std::string> landlock_missing() {
     return;                                                  \
   }
 
-/// Temporarily puts `fd` on descriptor number `slot`, restoring what was there.
-class fd_slot {
- public:
-  fd_slot(int slot, int fd) : slot_(slot) {
-    saved_ = ::fcntl(slot, F_DUPFD_CLOEXEC, 200);  // -1 when the slot was free
-    REQUIRE(::dup2(fd, slot) == slot);
-  }
-  ~fd_slot() {
-    if (saved_ >= 0) {
-      ::dup2(saved_, slot_);
-      ::close(saved_);
-    } else {
-      ::close(slot_);
-    }
-  }
-  fd_slot(const fd_slot&) = delete;
-  fd_slot& operator=(const fd_slot&) = delete;
-
- private:
-  int slot_;
-  int saved_;
-};
-
-std::string read_all(int fd) {
-  std::string text;
-  char buffer[256];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(n));
-  return text;
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// fork_exec
-
-static_assert(fork_exec::supports_pre_exec);
-static_assert(fork_exec::name == "fork_exec");
-
-TEST_CASE("fork_exec: the child leads its own process group (launch.hpp guarantee, contract 4)",
-          "[fork_exec]") {
-  auto result = run_plan(plan_for("echo $$; cut -d' ' -f5 /proc/$$/stat"));
-  REQUIRE(result.exit_code == 0);
-  std::istringstream lines(result.out);
-  long pid = 0, pgid = 0;
-  lines >> pid >> pgid;
-  CHECK(pid > 0);
-  CHECK(pgid == pid);
-}
-
-TEST_CASE("fork_exec: a failing pre-exec hook throws pre_exec_failed with its stage and errno, and leaves no zombie",
-          "[fork_exec]") {
-  launch_plan plan = plan_for("echo should-not-run");
-  plan.hook = pre_exec_hook{[](const void*) noexcept { return EPERM; }, nullptr, "test-stage"};
-  try {
-    run_plan(std::move(plan));
-    FAIL("spawn did not throw");
-  } catch (const pre_exec_failed& error) {
-    CHECK(error.stage() == "test-stage");
-    CHECK(error.error() == EPERM);
-    CHECK(std::string(error.what()) == "test-stage: Operation not permitted");
-  }
-  CHECK(no_children_left());
-}
-
-TEST_CASE("fork_exec: a hook that succeeds runs in the child before the command", "[fork_exec]") {
-  // The hook writes through a descriptor number the parent chose: hooks run
-  // before renumbering, so the parent's numbers are valid.
-  auto marker = detail::make_pipe();
-  struct context_t {
-    int fd;
-  } context{marker.write.get()};
-  launch_plan plan = plan_for("true");
-  plan.hook = pre_exec_hook{[](const void* ctx) noexcept {
-                              int fd = static_cast<const context_t*>(ctx)->fd;
-                              return ::write(fd, "hooked", 6) == 6 ? 0 : errno;
-                            },
-                            &context, "marker"};
-  auto result = run_plan(std::move(plan));
-  marker.write.reset();
-  CHECK(result.exit_code == 0);
-  CHECK(read_all(marker.read.get()) == "hooked");
-}
-
-TEST_CASE("fork_exec: a missing workdir throws infrastructure_error naming chdir and the path (contract 2)",
-          "[fork_exec]") {
-  launch_plan plan = plan_for("true");
-  plan.workdir = "/nonexistent/bashexec-workdir";
-  try {
-    run_plan(std::move(plan));
-    FAIL("spawn did not throw");
-  } catch (const pre_exec_failed&) {
-    FAIL("a chdir failure is not a hook failure");
-  } catch (const infrastructure_error& error) {
-    CHECK(std::string(error.what()) == "chdir /nonexistent/bashexec-workdir: No such file or directory");
-  }
-  CHECK(no_children_left());
-}
-
-TEST_CASE("fork_exec: a missing program throws infrastructure_error naming execve and the path (contract 2)",
-          "[fork_exec]") {
-  launch_plan plan = plan_for("true");
-  plan.argv = {"/bin/bashexec-no-such-program", "-c", "true"};
-  try {
-    run_plan(std::move(plan));
-    FAIL("spawn did not throw");
-  } catch (const infrastructure_error& error) {
-    CHECK(std::string(error.what()) == "execve /bin/bashexec-no-such-program: No such file or directory");
-  }
-  CHECK(no_children_left());
-}
-
-TEST_CASE("fork_exec: no host descriptor leaks into the child, even one without O_CLOEXEC (contract 8)",
-          "[fork_exec]") {
-  unique_fd leaky(::open("/dev/null", O_RDONLY));  // deliberately not close-on-exec
-  REQUIRE(leaky);
-  auto extra = detail::make_pipe();
-  // The shell's own table, listed by a child while the shell just waits (a
-  // pipeline would show the shell's pipes for its later stages).
-  launch_plan plan = plan_for("ls -1 /proc/$$/fd; true");
-  plan.inherited_fds = {extra.write.get()};
-  auto result = run_plan(std::move(plan));
-  REQUIRE(result.exit_code == 0);
-  std::vector<int> fds;
-  std::istringstream lines(result.out);
-  for (int fd; lines >> fd;) fds.push_back(fd);
-  std::sort(fds.begin(), fds.end());
-  CHECK(fds == std::vector<int>{0, 1, 2, 3});
-  CHECK(result.err.empty());
-}
-
-TEST_CASE("fork_exec: the parent keeps no descriptor on any path, success or failure (contract 8)",
-          "[fork_exec]") {
-  auto open_fds = [] {
-    std::size_t count = 0;
-    for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/fd")) ++count;
-    return count;
-  };
-  const std::size_t before = open_fds();
-  (void)run_plan(plan_for("true"));
-  launch_plan missing_dir = plan_for("true");
-  missing_dir.workdir = "/nonexistent";
-  CHECK_THROWS_AS(run_plan(std::move(missing_dir)), infrastructure_error);
-  launch_plan failing_hook = plan_for("true");
-  failing_hook.hook = pre_exec_hook{[](const void*) noexcept { return EACCES; }, nullptr, "hook"};
-  CHECK_THROWS_AS(run_plan(std::move(failing_hook)), pre_exec_failed);
-  launch_plan default_streams = plan_for("true");  // -1 streams: /dev/null opened by the spawn
-  auto child = fork_exec::spawn(default_streams);
-  int status = 0;
-  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
-  CHECK(WIFEXITED(status));
-  child.pidfd.reset();
-  CHECK(open_fds() == before);
-  CHECK(no_children_left());
-}
-
-TEST_CASE("fork_exec: inherited descriptors are renumbered 3, 4, … even when their numbers overlap the targets",
-          "[fork_exec]") {
-  auto a = detail::make_pipe();
-  auto b = detail::make_pipe();
-  {
-    // Host fd 3 holds A and host fd 4 holds B; the child must get fd 3 = B and
-    // fd 4 = A, which a naive dup2 sequence would clobber.
-    fd_slot slot3(3, a.write.get());
-    fd_slot slot4(4, b.write.get());
-    launch_plan plan = plan_for("printf to-3 >&3; printf to-4 >&4");
-    plan.inherited_fds = {4, 3};
-    auto result = run_plan(std::move(plan));
-    CHECK(result.exit_code == 0);
-    CHECK(result.err.empty());
-  }
-  a.write.reset();
-  b.write.reset();
-  CHECK(read_all(b.read.get()) == "to-3");
-  CHECK(read_all(a.read.get()) == "to-4");
-}
-
-TEST_CASE("fork_exec: the child starts with default signal dispositions and an empty mask (contract 8)",
-          "[fork_exec]") {
-  struct sigaction ignore {};
-  struct sigaction previous {};
-  ignore.sa_handler = SIG_IGN;
-  REQUIRE(::sigaction(SIGPIPE, &ignore, &previous) == 0);
-  sigset_t blocked, saved_mask;
-  sigemptyset(&blocked);
-  sigaddset(&blocked, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
-
-  auto pipeline = run_plan(plan_for("yes | head -1"));
-  auto status = run_plan(plan_for("grep -E '^Sig(Blk|Ign)' /proc/self/status"));
-
-  ::pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
-  ::sigaction(SIGPIPE, &previous, nullptr);
-
-  CHECK(pipeline.exit_code == 0);
-  CHECK(pipeline.out == "y\n");
-  CHECK(pipeline.err.empty());
-  CHECK(status.out == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
-}
-
-TEST_CASE("fork_exec: workdir and environment come from the plan (launch.hpp guarantee)", "[fork_exec]") {
-  launch_plan plan = plan_for("pwd; echo \"$GREETING\"", {"GREETING=hello"});
-  plan.workdir = "/usr";
-  auto result = run_plan(std::move(plan));
-  CHECK(result.exit_code == 0);
-  CHECK(result.out == "/usr\nhello\n");
-}
 
 // ---------------------------------------------------------------------------
 // landlock
@@ -636,7 +411,7 @@ TEST_CASE("bwrap: prepare passes the status fd as an inherited descriptor and wr
   CHECK(plan.argv.back() == "true");
   CHECK(launch.status);
   CHECK(launch.info.level == enforcement::full);
-  CHECK_FALSE(plan.hook);
+  CHECK(plan.hooks.empty());
 }
 
 TEST_CASE("bwrap: under read-only metadata writes fail with EROFS, its denial dialect, like content writes "
@@ -1028,7 +803,7 @@ TEST_CASE("chain: rejecting bwrap in the probe falls through to landlock, which 
   CHECK(policy.selected_name() == "landlock");
   launch_plan plan = plan_for("true");
   auto launch = policy.prepare(sandbox_mode::read_only, "/", plan);
-  CHECK(plan.hook);
+  CHECK(plan.hooks.size() == 1);
   CHECK(plan.argv.front() == "/bin/bash");
   CHECK(launch.keep_alive);
 }

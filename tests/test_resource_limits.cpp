@@ -263,7 +263,7 @@ TEST_CASE("limits: posix_spawner cannot apply limits, so the executor refuses th
   launch_plan plan;
   plan.argv = {"/bin/true"};
   plan.limits.add({RLIMIT_CPU, 5, 5});
-  CHECK_THROWS_AS(posix_spawner::spawn(plan), std::invalid_argument);
+  CHECK_THROWS_AS(posix_spawner{}.spawn(plan), std::invalid_argument);
 }
 
 TEST_CASE("limits: validation rejects a zero or negative limit, naming the field", "[limits][config]") {
@@ -300,8 +300,8 @@ TEST_CASE("limits: fork_exec reports a limit the kernel refuses as a setrlimit s
   plan.limits.add({RLIMIT_FSIZE, 1 * mib, 1 * mib});
   plan.limits.add({RLIMIT_NOFILE, 100, 50});  // soft above hard: EINVAL
   try {
-    auto child = fork_exec::spawn(plan);
-    FAIL("spawned pid " << child.pid << " despite an invalid limit");
+    auto child = fork_exec{}.spawn(plan);
+    FAIL("spawned pid " << child.pid() << " despite an invalid limit");
   } catch (const pre_exec_failed&) {
     FAIL("a limit failure is not the hook's");
   } catch (const infrastructure_error& e) {

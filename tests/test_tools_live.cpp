@@ -43,7 +43,6 @@ struct scratch_dir : test_support::temp_dir {
 /// A spawn policy that records what every child was really given, then
 /// spawns it with posix_spawn.
 struct recording_spawn {
-  static constexpr bool supports_pre_exec = false;
   static constexpr std::string_view name = "recording";
 
   struct record {
@@ -54,14 +53,14 @@ struct recording_spawn {
   static inline std::mutex mutex;
   static inline std::vector<record> records;
 
-  static spawned_process spawn(const launch_plan& plan) {
+  process_handle spawn(const launch_plan& plan) const {
     struct stat st {};
     const bool pipe = plan.stdin_fd >= 0 && ::fstat(plan.stdin_fd, &st) == 0 && S_ISFIFO(st.st_mode);
     {
       std::lock_guard lock(mutex);
       records.push_back({plan.argv, plan.env, pipe});
     }
-    return posix_spawner::spawn(plan);
+    return posix_spawner{}.spawn(plan);
   }
 };
 

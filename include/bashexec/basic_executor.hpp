@@ -34,6 +34,7 @@
 #include "bashexec/detail/engine/foreground.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
 #include "bashexec/detail/engine/resolve.hpp"
+#include "bashexec/detail/engine/spawn_step.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/engine/task_registry.hpp"
 #include "bashexec/detail/listeners.hpp"
@@ -41,6 +42,7 @@
 #include "bashexec/detail/spawn_thread.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/errors.hpp"
+#include "bashexec/executor_traits.hpp"
 #include "bashexec/policies.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
@@ -63,7 +65,11 @@ class basic_executor {
                 "basic_executor: the output policy does not model bashexec::output_policy");
   static_assert(ownership_policy<ownership_type>,
                 "basic_executor: the ownership policy does not model bashexec::ownership_policy");
-  static_assert(!confinement_type::needs_pre_exec || spawn_type::supports_pre_exec,
+  /// What this executor can do, computed from its policies (executor_traits.hpp).
+  static constexpr auto traits = executor_traits<Policies>;
+
+  static_assert(!executor_can<Policies, executor_capability::needs_pre_exec> ||
+                    executor_can<Policies, spawn_capability::pre_exec>,
                 "basic_executor: this confinement applies itself in the child right before exec (a pre-exec "
                 "hook), but the spawn policy has no pre-exec hook; use spawn_with<fork_exec>");
   static_assert(!confinement_type::confines || confining_policy<confinement_type>,
@@ -83,8 +89,10 @@ class basic_executor {
                 config_.keep_spill_dir),
         confinement_(config_.sandbox, confinement),
         listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
-        containment_((detail::require_pre_exec_for(config_, spawn_type::supports_pre_exec, spawn_type::name),
-                      detail::choose_containment(config_, spawn_type::supports_pre_exec, spawn_type::name))),
+        spawn_(detail::make_spawn_policy<spawn_type>(config_)),
+        containment_((detail::refuse_config_beyond_spawn<Policies>(config_),
+                      detail::choose_containment(config_, executor_can<Policies, spawn_capability::cgroup>,
+                                                 spawn_type::name))),
         launches_(config_, workspace_root_, spills_, containment_.cgroups),
         tasks_(config_.retention) {}
 
@@ -123,6 +131,8 @@ class basic_executor {
   /// cgroup; empty when it did not, or when process_group was asked for.
   const std::string& containment_fallback() const noexcept { return containment_.fallback; }
 
+  /// The executor's one spawn policy instance (a pool's statistics, say).
+  const spawn_type& spawner() const noexcept { return spawn_; }
   const executor_config& config() const noexcept { return config_; }
   const std::filesystem::path& workspace_root() const noexcept { return workspace_root_; }
   /// The private spill directory; empty until a stream first overflowed.
@@ -142,8 +152,8 @@ class basic_executor {
       throw infrastructure_error("run: stop was requested before the command was spawned");
     const auto under = confine_under(spec);
     launches_.require_runnable(spec);
-    return detail::run_foreground<spawn_type, collector>(spec, launches_.build(spec, confinement_, under),
-                                                         confinement_, confinement_type::name, launches_);
+    return detail::run_foreground<collector>(spawn_, spec, launches_.build(spec, confinement_, under), confinement_,
+                                             confinement_type::name, launches_);
   }
 
   /// Starts a background task and returns its id at once (contract 9). The
@@ -162,7 +172,8 @@ class basic_executor {
     try {
       // On the executor's spawn thread: whatever the kernel ties to the
       // spawning thread (bwrap's die-with-parent) lives as long as we do.
-      spawned_process process = spawner_.call([&launch] { return spawn_type::spawn(launch.plan); });
+      process_handle process =
+          spawner_.call([this, &launch] { return detail::spawn_checked(spawn_, launch.plan); });
       task->begin(std::move(process), std::move(launch));
     } catch (const pre_exec_failed& e) {
       // The confinement's own step failed in the child: a runner failure.
@@ -269,7 +280,7 @@ class basic_executor {
     if constexpr (requires { confinement_type::needs_selection; }) {
       std::call_once(selected_, [this] {
         confinement_.select(detail::functional_probe<spawn_type, collector>{
-            launches_, config_.sandbox.probe_timeout, confinement_type::name});
+            spawn_, launches_, config_.sandbox.probe_timeout, confinement_type::name});
       });
     }
   }
@@ -291,6 +302,8 @@ class basic_executor {
   detail::spill_directory spills_;
   confinement_type confinement_;
   std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
+  // Before the tasks: destroyed after them (a pool outlives what it lent).
+  spawn_type spawn_;
   detail::containment_choice containment_;
   detail::launch_builder launches_;
   std::once_flag selected_;

@@ -173,26 +173,6 @@ inline void require_known_mode(sandbox_mode mode, std::string_view field) {
                   field, static_cast<int>(mode)));
 }
 
-/// The knobs that act in the child between fork and exec need a spawn
-/// policy with a pre-exec hook; an executor over one without it refuses
-/// them at construction (std::invalid_argument naming the field) rather
-/// than run the command unlimited or uncontained.
-inline void require_pre_exec_for(const executor_config& config, bool supports_pre_exec,
-                                 std::string_view spawn_name) {
-  if (supports_pre_exec) return;
-  auto refuse = [spawn_name](std::string_view field, std::string_view what) {
-    throw std::invalid_argument(
-        fmt::format("{}: {} in the child before exec, which the {} spawn policy cannot do; "
-                    "use basic_executor<policies<spawn_with<fork_exec>>>",
-                    field, what, spawn_name));
-  };
-  if (config.limits.any()) refuse("limits", "resource limits are applied");
-  // `automatic` falls back to process_group instead; only an explicit
-  // request for a cgroup is refused.
-  if (config.containment == process_containment::cgroup)
-    refuse("containment", "cgroup containment moves the child into its cgroup");
-}
-
 }  // namespace detail
 
 /// Throws std::invalid_argument naming the first invalid field.

@@ -1,5 +1,6 @@
 // launch: the seam between policies. A confinement edits a `launch_plan`;
-// a spawn policy turns it into a running process group (`spawned_process`).
+// a spawn policy turns it into a running process group (a `process_handle`,
+// process_handle.hpp).
 //
 // Every spawn policy guarantees, for every child:
 //   - it leads a new session and process group (sid == pgid == pid): kills
@@ -7,15 +8,16 @@
 //     /dev/tty fails at once and terminal signals (SIGTTIN, SIGTTOU,
 //     SIGHUP of a closing terminal) cannot stop or kill it;
 //   - default signal dispositions and an empty signal mask;
-//   - fds 0,1,2 from the plan, `inherited_fds[i]` as fd 3+i, nothing else;
+//   - fds 0,1,2 from the plan (/dev/null for one left at -1),
+//     `inherited_fds[i]` as fd 3+i, nothing else;
 //   - the working directory and environment of the plan.
-// A policy with `supports_pre_exec` also runs the plan's hook, applies its
-// `limits` and joins its cgroup (`cgroup_procs_fd`) in the child before exec;
-// a policy without it must refuse a plan that carries any of them rather than
-// start the command unhooked, unlimited or uncontained.
+// A policy runs the plan's `hooks` (in order), applies its `limits` and joins
+// its cgroup (`cgroup_procs_fd`) in the child before exec only if it has the
+// matching capability (spawn.hpp); a policy without one must refuse a plan
+// that needs it (std::invalid_argument naming the field) rather than start
+// the command unhooked, unlimited or uncontained.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -26,6 +28,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "bashexec/detail/fixed_list.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
@@ -56,24 +59,23 @@ struct resource_limit {
 
 /// The limits a child gets, in a fixed array: the child (which must not
 /// allocate) walks it as is.
-class resource_limit_set {
+class resource_limit_set : public detail::fixed_list<resource_limit, 8> {
  public:
-  static constexpr std::size_t capacity = 8;
-
   /// Throws std::length_error past `capacity`.
-  void add(resource_limit limit) {
-    if (size_ == capacity) throw std::length_error("resource_limit_set: more than 8 limits");
-    items_[size_++] = limit;
-  }
-  bool empty() const noexcept { return size_ == 0; }
-  std::size_t size() const noexcept { return size_; }
-  const resource_limit* begin() const noexcept { return items_.data(); }
-  const resource_limit* end() const noexcept { return items_.data() + size_; }
-  const resource_limit& operator[](std::size_t i) const noexcept { return items_[i]; }
+  void add(resource_limit limit) { push(limit, "launch_plan.limits"); }
+};
 
- private:
-  std::array<resource_limit, capacity> items_{};
-  std::size_t size_ = 0;
+/// The plan's pre-exec hooks, run in the order they were added (a
+/// confinement appends its own; several confinement steps stack). A fixed
+/// array: the child walks it without allocating.
+class pre_exec_hook_set : public detail::fixed_list<pre_exec_hook, 4> {
+ public:
+  /// Throws std::length_error past `capacity`, std::invalid_argument for a
+  /// hook without a function.
+  void add(pre_exec_hook hook) {
+    if (!hook) throw std::invalid_argument("launch_plan.hooks: a pre-exec hook needs a function to run");
+    push(hook, "launch_plan.hooks");
+  }
 };
 
 /// "RLIMIT_AS", …, for messages; "resource N" for one without a name here.
@@ -102,8 +104,9 @@ struct launch_plan {
   int stderr_fd = -1;
   /// Descriptors the child keeps, renumbered to 3, 4, … in order.
   std::vector<int> inherited_fds;
-  pre_exec_hook hook;
-  /// Applied in the child right before exec (after the hook), so nothing
+  /// Run in the child in order, before the descriptors are renumbered.
+  pre_exec_hook_set hooks;
+  /// Applied in the child right before exec (after the hooks), so nothing
   /// of the spawn machinery runs under them; they bind the command and
   /// everything it starts (a runner like bwrap included).
   resource_limit_set limits;
@@ -119,13 +122,7 @@ struct launch_plan {
   std::vector<std::filesystem::path> read_only_paths;
 };
 
-/// A started child: its pid (also its process-group id) and a pidfd.
-struct spawned_process {
-  pid_t pid = -1;
-  detail::unique_fd pidfd;
-};
-
-/// The pre-exec hook failed in the child; the command never ran.
+/// One of the plan's pre-exec hooks failed in the child (`stage` names it); the command never ran.
 class pre_exec_failed : public infrastructure_error {
  public:
   pre_exec_failed(std::string stage, int error)

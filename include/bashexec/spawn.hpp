@@ -1,26 +1,125 @@
-// spawn: what a type must provide to be a spawn policy.
+// spawn: what a type must provide to be a spawn policy, and the
+// capabilities a plan may need from one.
+//
+// A spawn policy is an object. The executor holds one instance for its whole
+// life: constructed from the executor's `executor_config` when it has such a
+// constructor, else default-constructed.
 //
 // Minimal complete definition of a spawn policy `S`:
-//   static constexpr bool supports_pre_exec;   // can run launch_plan::hook
-//   static constexpr std::string_view name;
-//   static spawned_process spawn(const launch_plan&);
-// `spawn` returns once the child has exec'd (or throws): infrastructure_error
-// naming the failed step, or pre_exec_failed when the plan's hook failed.
-// The guarantees every child gets are listed in launch.hpp.
+//   static constexpr std::string_view name;                  // for messages
+//   process_handle spawn(const launch_plan&) const;          // see below
+// Optional, named parts:
+//   static constexpr auto capabilities = boost::hana::make_set(
+//       boost::hana::type_c<spawn_capability::pre_exec>, …);   // none when absent
+//   explicit S(const executor_config&);                        // else S{}
+//
+// `spawn` returns once the child is running the plan's argv (or throws):
+// infrastructure_error naming the failed step, pre_exec_failed when one of
+// the plan's hooks failed, std::invalid_argument naming the plan field the
+// policy cannot honour (`refuse_unsupported` below does that part from
+// `capabilities`). The returned handle's pid leads a new session and process
+// group, and every guarantee of launch.hpp holds for it; the process may have
+// been created before the call (a pool), as long as nothing of an earlier
+// command reached it.
+//
+// Concurrency: the executor calls `spawn` on its one const instance from
+// several threads at once (the caller's thread for `run`, the executor's
+// spawn thread for `start`). A policy with state keeps it `mutable` and
+// synchronises it itself.
 #pragma once
 
 #include <concepts>
+#include <stdexcept>
 #include <string_view>
 
+#include <boost/hana/contains.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/set.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include <fmt/format.h>
+
 #include "bashexec/launch.hpp"
+#include "bashexec/process_handle.hpp"
 
 namespace bashexec {
 
-template <class S>
-concept spawn_policy = requires(const launch_plan& plan) {
-  { S::supports_pre_exec } -> std::convertible_to<bool>;
-  { S::name } -> std::convertible_to<std::string_view>;
-  { S::spawn(plan) } -> std::same_as<spawned_process>;
+/// What a spawn policy can do beyond the guarantees every policy keeps. Each
+/// tag names the plan field that needs it (`field`) and tells whether a plan
+/// needs it (`needed_by`), so the refusal of an unsupported plan follows from
+/// the policy's `capabilities` alone.
+namespace spawn_capability {
+/// Runs launch_plan::hooks in the child, in order, before exec.
+struct pre_exec {
+  static constexpr std::string_view field = "launch_plan.hooks";
+  static constexpr std::string_view what = "run pre-exec hooks in the child";
+  static bool needed_by(const launch_plan& plan) noexcept { return !plan.hooks.empty(); }
 };
+/// Applies launch_plan::limits in the child right before exec.
+struct limits {
+  static constexpr std::string_view field = "launch_plan.limits";
+  static constexpr std::string_view what = "apply resource limits in the child before exec";
+  static bool needed_by(const launch_plan& plan) noexcept { return !plan.limits.empty(); }
+};
+/// Joins launch_plan::cgroup_procs_fd in the child before any command code runs.
+struct cgroup {
+  static constexpr std::string_view field = "launch_plan.cgroup_procs_fd";
+  static constexpr std::string_view what = "join a cgroup in the child before exec";
+  static bool needed_by(const launch_plan& plan) noexcept { return plan.cgroup_procs_fd >= 0; }
+};
+/// Hands out processes it created before the call (a pool). No plan needs
+/// it; it tells the executor's description what to expect.
+struct prespawned {
+  static constexpr std::string_view field = "";
+  static constexpr std::string_view what = "hand out processes started ahead of the call";
+  static bool needed_by(const launch_plan&) noexcept { return false; }
+};
+}  // namespace spawn_capability
+
+/// Every capability tag, in the order descriptions list them.
+inline constexpr auto all_spawn_capabilities =
+    boost::hana::tuple_t<spawn_capability::pre_exec, spawn_capability::limits, spawn_capability::cgroup,
+                         spawn_capability::prespawned>;
+
+namespace detail {
+template <class S>
+constexpr auto declared_spawn_capabilities() {
+  if constexpr (requires { S::capabilities; })
+    return S::capabilities;
+  else
+    return boost::hana::make_set();
+}
+}  // namespace detail
+
+/// The capabilities of spawn policy `S` (a hana::set of type_c<tag>).
+template <class S>
+inline constexpr auto spawn_capabilities_of = detail::declared_spawn_capabilities<S>();
+
+/// Whether spawn policy `S` has capability `Capability`.
+template <class S, class Capability>
+inline constexpr bool spawn_can =
+    decltype(boost::hana::contains(spawn_capabilities_of<S>, boost::hana::type_c<Capability>))::value;
+
+template <class S>
+concept spawn_policy = requires(const S& policy, const launch_plan& plan) {
+  { S::name } -> std::convertible_to<std::string_view>;
+  { policy.spawn(plan) } -> std::same_as<process_handle>;
+};
+
+/// Throws std::invalid_argument naming the first field of `plan` that spawn
+/// policy `S` has no capability for: such a plan must never run (a
+/// confinement's hook skipped would run the command unconfined).
+template <class S>
+void refuse_unsupported(const launch_plan& plan) {
+  boost::hana::for_each(all_spawn_capabilities, [&plan](auto capability) {
+    using tag = typename decltype(capability)::type;
+    if constexpr (!spawn_can<S, tag>) {
+      if (tag::needed_by(plan))
+        throw std::invalid_argument(fmt::format("{}: the {} spawn policy cannot {}; use fork_exec", tag::field,
+                                                std::string_view(S::name), tag::what));
+    }
+  });
+}
 
 }  // namespace bashexec

@@ -238,9 +238,6 @@ class landlock {
       throw std::invalid_argument("landlock: danger-full-access is not confined; do not prepare it");
     const int version = abi();
     if (version < 0) throw sandbox_unavailable(mode, unavailable_message(mode, -version));
-    if (plan.hook)
-      throw std::logic_error(fmt::format("landlock: the launch plan already has a pre-exec hook ({})",
-                                         plan.hook.stage ? plan.hook.stage : "unnamed"));
 
     const bool network = confines_network(network_);
     const std::optional<enforcement> net_level = network ? network_level(version) : enforcement::full;
@@ -276,7 +273,7 @@ class landlock {
       for (const auto& path : ruleset->read_only_binds) ruleset->read_only_bind_names.push_back(path.c_str());
     }
 
-    plan.hook = pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)};
+    plan.hooks.add(pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)});
     confined_launch launch;
     launch.info.mode = mode;
     const bool files_full =

@@ -41,12 +41,12 @@
 #include <utility>
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "bashexec/detail/posix_spawn_setup.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
@@ -87,43 +87,18 @@ class cgroup_guardian {
       if (!read_end) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
     }
 
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    if (int rc = ::posix_spawn_file_actions_init(&actions)) throw_syscall("posix_spawn_file_actions_init", rc);
-    if (int rc = ::posix_spawnattr_init(&attr)) {
-      ::posix_spawn_file_actions_destroy(&actions);
-      throw_syscall("posix_spawnattr_init", rc);
-    }
-    struct cleanup {
-      posix_spawn_file_actions_t* a;
-      posix_spawnattr_t* b;
-      ~cleanup() {
-        ::posix_spawn_file_actions_destroy(a);
-        ::posix_spawnattr_destroy(b);
-      }
-    } guard{&actions, &attr};
-    ::posix_spawn_file_actions_adddup2(&actions, read_end.get(), 0);
-    ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    ::posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-    ::posix_spawn_file_actions_addchdir_np(&actions, "/");
-    sigset_t all, none;
-    std::memset(&all, 0xff, sizeof all);  // glibc's internal signals too (see posix_spawn.hpp)
-    ::sigemptyset(&none);
-    ::posix_spawnattr_setsigdefault(&attr, &all);
-    ::posix_spawnattr_setsigmask(&attr, &none);
-    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID |
-                                          POSIX_SPAWN_USEVFORK);
+    posix_spawn_setup setup;
+    ::posix_spawn_file_actions_adddup2(setup.actions(), read_end.get(), 0);
+    ::posix_spawn_file_actions_addopen(setup.actions(), 1, "/dev/null", O_WRONLY, 0);
+    ::posix_spawn_file_actions_addopen(setup.actions(), 2, "/dev/null", O_WRONLY, 0);
+    ::posix_spawn_file_actions_addclosefrom_np(setup.actions(), 3);
+    ::posix_spawn_file_actions_addchdir_np(setup.actions(), "/");
 
     const std::string sh_path = sh.string(), dir = cgroup_dir.string();
     const char* argv[] = {sh_path.c_str(), "-c", guardian_script, "bashexec-guardian", dir.c_str(), nullptr};
     const char* envp[] = {"PATH=/usr/bin:/bin", nullptr};
-    pid_t pid = -1;
-    int rc = ::posix_spawn(&pid, sh_path.c_str(), &actions, &attr, const_cast<char* const*>(argv),
-                           const_cast<char* const*>(envp));
-    if (rc != 0)
-      throw infrastructure_error(fmt::format("cgroup containment: spawn the guardian {}: {}", sh_path,
-                                             std::strerror(rc)));
+    const pid_t pid = setup.spawn(sh_path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(envp),
+                                  fmt::format("cgroup containment: spawn the guardian {}", sh_path));
     guardian.pid_ = pid;
     return guardian;
   }

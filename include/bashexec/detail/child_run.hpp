@@ -41,7 +41,7 @@
 #include "bashexec/detail/no_sigpipe.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/process_group.hpp"
-#include "bashexec/launch.hpp"
+#include "bashexec/process_handle.hpp"
 
 namespace bashexec::detail {
 
@@ -73,11 +73,10 @@ enum class child_source { out, err, in, exit };
 template <class Collector>
 class child_run {
  public:
-  child_run(spawned_process process, parent_pipes pipes, std::string stdin_data, Collector out, Collector err,
+  child_run(process_handle process, parent_pipes pipes, std::string stdin_data, Collector out, Collector err,
             stop_timing timing, std::optional<clock::time_point> timeout_at,
             std::optional<cgroup_lease> contained = std::nullopt)
-      : pid_(process.pid),
-        pidfd_(std::move(process.pidfd)),
+      : process_(std::move(process)),
         pipes_(std::move(pipes)),
         stdin_data_(std::move(stdin_data)),
         out_(std::move(out)),
@@ -98,12 +97,7 @@ class child_run {
   ~child_run() {
     if (settled_) return;
     signal_members(SIGKILL);
-    if (pidfd_) {
-      siginfo_t info{};
-      while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 &&
-             errno == EINTR) {
-      }
-    }
+    process_.wait_blocking();
   }
 
   /// The descriptor to watch for `source`, or -1 when it is closed.
@@ -112,7 +106,7 @@ class child_run {
       case child_source::out: return pipes_.out.get();
       case child_source::err: return pipes_.err.get();
       case child_source::in: return pipes_.in.get();
-      case child_source::exit: return pidfd_.get();
+      case child_source::exit: return process_.pidfd();
     }
     return -1;
   }
@@ -155,12 +149,10 @@ class child_run {
 
   /// The pidfd became readable: the shell exited.
   void on_exit_signalled(clock::time_point now) {
-    if (!pidfd_) return;
-    if (auto facts = try_reap(pidfd_.get())) {
+    if (auto facts = process_.try_reap()) {
       exit_ = *facts;
       exited_ = true;
       exited_at_ = now;
-      pidfd_.reset();
     }
     update(now);
   }
@@ -217,7 +209,7 @@ class child_run {
   }
 
   bool settled() const noexcept { return settled_; }
-  pid_t pid() const noexcept { return pid_; }
+  pid_t pid() const noexcept { return process_.pid(); }
   stop_cause cause() const noexcept { return cause_; }
   const exit_facts& exit() const noexcept { return exit_; }
   Collector& out() noexcept { return out_; }
@@ -228,18 +220,18 @@ class child_run {
   /// Whether a live (non-zombie) member of the group — or a process of the
   /// cgroup — is left.
   bool has_live_members() const noexcept {
-    return (cgroup_ && cgroup_->populated()) || group_has_live_members(pid_);
+    return (cgroup_ && cgroup_->populated()) || group_has_live_members(process_.pid());
   }
 
   /// Disposal of a settled child: SIGKILL whatever is left of it.
   void kill_leftovers() noexcept {
-    if (group_has_live_members(pid_)) signal_group(pid_, SIGKILL);
+    if (group_has_live_members(process_.pid())) process_.signal_group(SIGKILL);
     if (cgroup_ && cgroup_->populated()) cgroup_->kill();
   }
 
  private:
   void signal_members(int signo) noexcept {
-    signal_group(pid_, signo);
+    process_.signal_group(signo);
     if (cgroup_) {
       if (signo == SIGKILL)
         cgroup_->kill();
@@ -253,13 +245,13 @@ class child_run {
 
   /// The group's members, and the cgroup's too under cgroup containment.
   member_census census() const noexcept {
-    member_census members = census_group(pid_);
+    member_census members = census_group(process_.pid());
     if (cgroup_ && !members.running) members |= cgroup_->census();
     return members;
   }
 
   void update(clock::time_point now) {
-    if (settled_ || pidfd_) return;  // the shell has not been reaped yet
+    if (settled_ || process_.unreaped()) return;  // the shell has not been reaped yet
     if (cause_ == stop_cause::none) {
       const bool at_eof = !pipes_.out && !pipes_.err;
       const bool drain_over = timing_.drain && now >= exited_at_ + *timing_.drain;
@@ -319,8 +311,7 @@ class child_run {
     settled_ = true;
   }
 
-  pid_t pid_;
-  unique_fd pidfd_;
+  process_handle process_;
   parent_pipes pipes_;
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;

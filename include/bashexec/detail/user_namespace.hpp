@@ -45,10 +45,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bashexec/spawn/fork_exec.hpp"
+#include "bashexec/detail/fork_exec_child.hpp"
 
 // Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation
-// (see spawn/fork_exec.hpp, "Sanitizers").
+// (see detail/fork_exec_child.hpp, "Sanitizers").
 #if defined(__GNUC__) || defined(__clang__)
 #define BASHEXEC_DETAIL_USERNS_CHILD __attribute__((no_sanitize_address))
 #else

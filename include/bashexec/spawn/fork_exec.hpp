@@ -1,5 +1,8 @@
-// spawn/fork_exec: the spawn policy that supports a pre-exec hook (Landlock
-// is applied natively in the child).
+// spawn/fork_exec: the spawn policy with every capability of a child-side
+// step (spawn.hpp): pre-exec hooks (Landlock is applied natively in the
+// child), resource limits and joining a cgroup before exec. This header is
+// the parent's side — the clone ladder and the error report; what the child
+// runs is detail/fork_exec_child.hpp.
 //
 // It spawns the way glibc's posix_spawn does: glibc's clone() with
 // CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD on a private mmap'd stack
@@ -11,70 +14,12 @@
 // (seccomp profiles, exotic kernels) the policy falls back, for the rest of
 // the process, to a real fork: clone3(CLONE_PIDFD), then _Fork()+pidfd_open.
 //
-// A spawn policy `S` provides:
-//   static constexpr bool supports_pre_exec;
-//   static constexpr std::string_view name;
-//   static spawned_process spawn(const launch_plan&);
-// and keeps every guarantee listed in launch.hpp.
-//
-// The child, in order (every array it touches is built by the parent before
-// the clone):
-//   1. setsid() (a new session and process group, no controlling
-//      terminal), then — when the plan has a cgroup_procs_fd — write
-//      "0" to it: the child joins its cgroup before any command code runs;
-//   2. every signal disposition back to SIG_DFL (glibc's two internal
-//      signals included), then an empty signal mask;
-//   3. the plan's hook — BEFORE renumbering, so descriptor numbers named in
-//      the hook's context (a Landlock ruleset fd) are still the parent's;
-//   4. stdin/stdout/stderr to 0/1/2 and inherited_fds[i] to 3+i (each source
-//      first duplicated above the target range, so overlaps cannot clobber);
-//   5. chdir(workdir) (skipped when the plan's workdir is empty);
-//   6. every descriptor >= 3+inherited marked close-on-exec (close_range);
-//   7. the plan's resource limits, each with prlimit64(0, …) — last, so
-//      none of the steps above runs under them (an RLIMIT_NOFILE below the
-//      host's descriptor numbers would break the renumbering and bound the
-//      close-on-exec fallback loop);
-//   8. execve(argv[0], argv, env).
-// A failing step writes {stage, errno} to a close-on-exec error pipe and the
-// child exits with 127 (exit_group: no atexit handlers, no stdio flush). The
-// parent reads the pipe to EOF — with CLONE_VFORK it only resumes once the
-// child has exec'd or exited, so the read returns at once — reaps the child
-// and throws: `pre_exec_failed(hook.stage, errno)` for the hook, otherwise
-// `infrastructure_error` naming the step ("chdir /x: No such file or
-// directory", "setrlimit RLIMIT_AS: …", "execve /bin/nope: …").
-//
-// Rules for the child, which shares the parent's memory (CLONE_VM) while the
-// calling thread is suspended (CLONE_VFORK):
-//   - Signals. The parent blocks every signal — all 64 bits, through the raw
-//     system call, so glibc's internal SIGCANCEL/SIGSETXID too — around the
-//     clone; the child inherits that mask, resets every disposition with raw
-//     rt_sigaction and only then unblocks. No handler of the host ever runs
-//     in the child on the shared address space. Dispositions are per process
-//     (no CLONE_SIGHAND) and the mask per thread, so the host's are untouched.
-//   - Memory. The child runs on its own stack and writes no parent memory
-//     except the `scratch` array the parent set aside for it, and errno (see
-//     below). Its own steps are raw syscall()s: no libc wrapper with hidden
-//     state (cancellation, sanitizer interceptors, atexit), and it exits with
-//     exit_group. The hook must keep to the same rules (landlock_apply does:
-//     at most three system calls — no_new_privs, restrict_self and the
-//     network filter). Descriptors are per process (no CLONE_FILES), so the
-//     child's dup/close-on-exec work never reaches the host's table.
-//   - errno. Without CLONE_SETTLS the child uses the suspended thread's TLS,
-//     so every errno the child (or the hook) sets lands in that thread's
-//     errno slot. That is accepted rather than avoided with inline assembly:
-//     the thread is suspended until the child execs or exits, so nothing
-//     races with those writes, and the parent treats errno as meaningless
-//     after clone() unless clone() itself returned -1 (then the child never
-//     ran and errno is clone's own); it reads it on the very next statement.
-//     As with any libc call, spawn() may change the caller's errno on success.
-//   - Stack. 256 KiB, mmap'd per spawn with a guard page below it (stacks
-//     grow down on every architecture this targets), unmapped as soon as
-//     clone() returns: CLONE_VFORK resumes the parent only once the child
-//     has exec'd (its new image no longer uses the stack) or exited.
-//   - Sanitizers. The child's functions are not instrumented for
-//     AddressSanitizer: its bookkeeping (fake stacks, stack bounds of the
-//     thread) is the parent thread's and must not be driven from a foreign
-//     stack.
+// A failing child step writes {stage, errno} to a close-on-exec error pipe
+// and exits with 127; the parent reads the pipe to EOF — with CLONE_VFORK it
+// only resumes once the child has exec'd or exited, so the read returns at
+// once — reaps the child and throws: `pre_exec_failed(hook.stage, errno)` for
+// a hook, otherwise `infrastructure_error` naming the step ("chdir /x: No
+// such file or directory", "setrlimit RLIMIT_AS: …", "execve /bin/nope: …").
 #pragma once
 
 #include <atomic>
@@ -90,243 +35,36 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <boost/hana/set.hpp>
+#include <boost/hana/type.hpp>
 
 #include <fmt/format.h>
 
 #include "bashexec/detail/c_strings.hpp"
+#include "bashexec/detail/fork_exec_child.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
-#include "bashexec/launch.hpp"
-
-// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation.
-#if defined(__GNUC__) || defined(__clang__)
-#define BASHEXEC_DETAIL_VFORK_CHILD __attribute__((no_sanitize_address))
-#else
-#define BASHEXEC_DETAIL_VFORK_CHILD
-#endif
+#include "bashexec/spawn.hpp"
 
 namespace bashexec {
 
-namespace detail {
 
-#ifdef SYS_clone3
-inline constexpr long sys_clone3 = SYS_clone3;
-#else
-inline constexpr long sys_clone3 = 435;
-#endif
-#ifdef SYS_close_range
-inline constexpr long sys_close_range = SYS_close_range;
-#else
-inline constexpr long sys_close_range = 436;
-#endif
-#ifdef SYS_pidfd_open
-inline constexpr long sys_pidfd_open = SYS_pidfd_open;
-#else
-inline constexpr long sys_pidfd_open = 434;
-#endif
-
-inline constexpr std::uint64_t clone_pidfd_flag = 0x00001000;  // CLONE_PIDFD
-inline constexpr unsigned close_range_cloexec_flag = 1U << 2;  // CLOSE_RANGE_CLOEXEC
-
-/// The kernel's sigset_t (64 signals on most architectures), as the raw
-/// rt_sig* calls want its size; glibc's NSIG is one past the highest signal.
-inline constexpr std::size_t kernel_sigset_bytes = (NSIG - 1) / 8;
-
-/// Usable stack for the CLONE_VM child: its own frames are a few hundred
-/// bytes; the rest is headroom for the hook (Landlock's is at most three system calls).
-inline constexpr std::size_t vfork_stack_bytes = 256 * 1024;
-
-/// struct clone_args, version 0 (the fields clone3 has had since 5.3).
-struct clone3_args {
-  std::uint64_t flags;
-  std::uint64_t pidfd;
-  std::uint64_t child_tid;
-  std::uint64_t parent_tid;
-  std::uint64_t exit_signal;
-  std::uint64_t stack;
-  std::uint64_t stack_size;
-  std::uint64_t tls;
-};
-
-/// Which child step failed; travels through the error pipe.
-enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup };
-
-struct child_report {
-  child_stage stage;
-  int error;
-  int index;  // child_stage::rlimit: which of the plan's limits
-};
-
-/// Everything the child needs, resolved in the parent before the clone.
-struct child_context {
-  const char* path = nullptr;
-  char* const* argv = nullptr;
-  char* const* envp = nullptr;
-  const char* workdir = nullptr;  // empty string: stay where we are
-  const int* sources = nullptr;   // plan fds, in target order 0, 1, 2, 3, …
-  int* scratch = nullptr;         // same length; the only parent memory the child writes
-  int count = 0;
-  int error_fd = -1;
-  pre_exec_hook hook;
-  const resource_limit* limits = nullptr;
-  int limit_count = 0;
-  int cgroup_procs_fd = -1;  // -1: no cgroup to join
-};
-
-// The child's steps are raw system calls (see the file comment): syscall()
-// sets errno on failure — in the suspended parent thread's slot under
-// CLONE_VM, which is accepted — and touches nothing else.
-
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_exit(int code) noexcept {
-  for (;;) ::syscall(SYS_exit_group, code);
-}
-
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_fail(int error_fd, child_stage stage, int error,
-                                                                int index = 0) noexcept {
-  const child_report report{stage, error, index};
-  while (::syscall(SYS_write, error_fd, &report, sizeof report) < 0 && errno == EINTR) {
-  }
-  child_exit(127);
-}
-
-/// Runs in the cloned child, on its own stack. Never returns. `arg` is the
-/// parent's `child_context`.
-BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
-  const child_context& ctx = *static_cast<const child_context*>(arg);
-  int error_fd = ctx.error_fd;
-  if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
-  // "0" is "the writing process"; a vfork child is its own thread group, so
-  // only it moves, never the suspended parent.
-  if (ctx.cgroup_procs_fd >= 0)
-    while (::syscall(SYS_write, ctx.cgroup_procs_fd, "0", 1) != 1)
-      if (errno != EINTR) child_fail(error_fd, child_stage::cgroup, errno);
-
-  // Dispositions first, mask second: a signal arriving in between must find
-  // the default action, never a host handler running in the child. The raw
-  // call also resets glibc's two internal signals, which sigaction() refuses
-  // (so their handlers could otherwise run here once unblocked). An all-zero
-  // kernel sigaction is SIG_DFL, no flags, empty mask, on every layout.
-  // Errors are ignored: exec resets handlers anyway; it is SIG_IGN that
-  // would otherwise survive.
-  unsigned long dfl[8] = {};
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, kernel_sigset_bytes);
-  unsigned long empty[4] = {};
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, empty, nullptr, kernel_sigset_bytes);
-
-  if (ctx.hook)
-    if (int error = ctx.hook.run(ctx.hook.context); error != 0) child_fail(error_fd, child_stage::hook, error);
-
-  // Move the error pipe and every source above the target range before any
-  // renumbering, so a source that already sits on a target number is not
-  // clobbered. dup3 (not dup2, which some architectures lack) cannot see
-  // equal numbers here: every scratch copy is >= count > its target.
-  const int first_free = ctx.count;
-  if (long moved = ::syscall(SYS_fcntl, error_fd, F_DUPFD_CLOEXEC, first_free); moved >= 0)
-    error_fd = static_cast<int>(moved);
-  else
-    child_fail(error_fd, child_stage::dup, errno);
-  for (int i = 0; i < ctx.count; ++i) {
-    ctx.scratch[i] = static_cast<int>(::syscall(SYS_fcntl, ctx.sources[i], F_DUPFD_CLOEXEC, first_free));
-    if (ctx.scratch[i] < 0) child_fail(error_fd, child_stage::dup, errno);
-  }
-  for (int i = 0; i < ctx.count; ++i)
-    if (::syscall(SYS_dup3, ctx.scratch[i], i, 0) < 0) child_fail(error_fd, child_stage::dup, errno);
-
-  if (ctx.workdir[0] != '\0' && ::syscall(SYS_chdir, ctx.workdir) != 0)
-    child_fail(error_fd, child_stage::chdir, errno);
-
-  // Everything from `count` up — host descriptors without O_CLOEXEC, the
-  // scratch copies, the error pipe — closes at exec. The error pipe keeps
-  // working until then, which is the point of close-on-exec over close.
-  if (::syscall(sys_close_range, static_cast<unsigned>(first_free), ~0U, close_range_cloexec_flag) != 0) {
-    if (errno != ENOSYS && errno != EINVAL) child_fail(error_fd, child_stage::cloexec, errno);
-    // Kernels before 5.11: mark each possible descriptor.
-    std::uint64_t limit[2] = {};  // struct rlimit64 {cur, max}
-    std::uint64_t top = ::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, limit) == 0 ? limit[0] : 1024;
-    if (top > 65536) top = 65536;
-    for (int fd = first_free; fd < static_cast<int>(top); ++fd) ::syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  }
-
-  // prlimit64 on ourselves: the limits are per process (this child has its
-  // own, no CLONE_THREAD), so the host's stay untouched.
-  for (int i = 0; i < ctx.limit_count; ++i) {
-    const std::uint64_t value[2] = {ctx.limits[i].soft, ctx.limits[i].hard};  // struct rlimit64
-    if (::syscall(SYS_prlimit64, 0, ctx.limits[i].resource, value, nullptr) != 0)
-      child_fail(error_fd, child_stage::rlimit, errno, i);
-  }
-
-  ::syscall(SYS_execve, ctx.path, ctx.argv, ctx.envp);
-  child_fail(error_fd, child_stage::execve, errno);
-}
-
-/// Blocks every signal — all bits, glibc's internal ones included, as glibc's
-/// own posix_spawn does — for its lifetime, so the child starts with no host
-/// handler able to run (on the shared address space) before its dispositions
-/// are reset. Raw system calls: pthread_sigmask would silently leave
-/// SIGCANCEL and SIGSETXID unblocked.
-class all_signals_blocked {
- public:
-  all_signals_blocked() noexcept {
-    sigset_t all;
-    std::memset(&all, 0xff, sizeof all);
-    std::memset(&saved_, 0, sizeof saved_);
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &saved_, kernel_sigset_bytes);
-  }
-  ~all_signals_blocked() { ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved_, nullptr, kernel_sigset_bytes); }
-  all_signals_blocked(const all_signals_blocked&) = delete;
-  all_signals_blocked& operator=(const all_signals_blocked&) = delete;
-
- private:
-  sigset_t saved_;
-};
-
-/// The CLONE_VM child's stack: `vfork_stack_bytes` read-write above one
-/// PROT_NONE guard page, unmapped with the object.
-class vfork_stack {
- public:
-  vfork_stack() {
-    const long page_size = ::sysconf(_SC_PAGESIZE);
-    page_ = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
-    size_ = (vfork_stack_bytes + page_ - 1) / page_ * page_ + page_;
-    void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE,
-                        -1, 0);
-    if (base == MAP_FAILED) throw_syscall("mmap (child stack)");
-    base_ = static_cast<char*>(base);
-    if (::mprotect(base_, page_, PROT_NONE) != 0) {
-      const int error = errno;
-      ::munmap(base_, size_);
-      throw_syscall("mprotect (child stack guard)", error);
-    }
-  }
-  ~vfork_stack() { ::munmap(base_, size_); }
-  vfork_stack(const vfork_stack&) = delete;
-  vfork_stack& operator=(const vfork_stack&) = delete;
-
-  /// The highest address: where a downward-growing stack starts.
-  void* top() const noexcept { return base_ + size_; }
-
- private:
-  char* base_ = nullptr;
-  std::size_t size_ = 0;
-  std::size_t page_ = 0;
-};
-
-}  // namespace detail
-
-/// Spawn policy with pre-exec hook support: vfork-style clone(CLONE_VM |
-/// CLONE_VFORK | CLONE_PIDFD) + execve, falling back to a real fork.
+/// Spawn policy with pre-exec hooks, limits and cgroup joining: vfork-style
+/// clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) + execve, falling back to a
+/// real fork.
 struct fork_exec {
-  static constexpr bool supports_pre_exec = true;
   static constexpr std::string_view name = "fork_exec";
+  static constexpr auto capabilities = boost::hana::make_set(boost::hana::type_c<spawn_capability::pre_exec>,
+                                                             boost::hana::type_c<spawn_capability::limits>,
+                                                             boost::hana::type_c<spawn_capability::cgroup>);
 
-  static spawned_process spawn(const launch_plan& plan) {
+  /// Stateless but for the process-wide memory of which clone works (atomic):
+  /// const and safe to call from any number of threads.
+  process_handle spawn(const launch_plan& plan) const {
     if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
 
     std::vector<char*> argv = detail::c_string_array(plan.argv);
@@ -357,7 +95,8 @@ struct fork_exec {
                               scratch.data(),
                               static_cast<int>(sources.size()),
                               errors.write.get(),
-                              plan.hook,
+                              plan.hooks.begin(),
+                              static_cast<int>(plan.hooks.size()),
                               plan.limits.begin(),
                               static_cast<int>(plan.limits.size()),
                               plan.cgroup_procs_fd};
@@ -376,7 +115,7 @@ struct fork_exec {
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
-    if (got == 0) return spawned_process{pid, std::move(pidfd)};
+    if (got == 0) return process_handle(pid, std::move(pidfd));
 
     detail::reap_blocking(pid);
     if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
@@ -460,8 +199,11 @@ struct fork_exec {
     using detail::child_stage;
     const char* text = std::strerror(report.error);
     switch (report.stage) {
-      case child_stage::hook:
-        throw pre_exec_failed(plan.hook.stage ? plan.hook.stage : "pre-exec", report.error);
+      case child_stage::hook: {
+        const auto i = static_cast<std::size_t>(report.index);
+        const char* stage = i < plan.hooks.size() ? plan.hooks[i].stage : nullptr;
+        throw pre_exec_failed(stage ? stage : "pre-exec", report.error);
+      }
       case child_stage::chdir:
         throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
       case child_stage::execve:
@@ -486,5 +228,3 @@ struct fork_exec {
 };
 
 }  // namespace bashexec
-
-#undef BASHEXEC_DETAIL_VFORK_CHILD

@@ -77,7 +77,7 @@ class background_task final : public reactor::client {
     serial_ = serial;
   }
 
-  void begin(spawned_process process, prepared_launch launch) {
+  void begin(process_handle process, prepared_launch launch) {
     launch.release_child_ends();
     snapshot_.sandbox = launch.info;
     snapshot_.containment = launch.containment;

@@ -27,6 +27,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/detail/child_run.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/spawn_step.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/errors.hpp"
@@ -101,15 +102,16 @@ void drive_until_settled(child_run<Collector>& child, const std::stop_token& sto
   }
 }
 
-/// Spawns `launch` with `Spawn` and drives it to completion in the calling
+/// Spawns `launch` with `spawner` and drives it to completion in the calling
 /// thread. A runner failure of a confined run throws sandbox_unavailable
 /// naming `confinement_name`.
-template <class Spawn, class Collector, class Confinement>
-run_result run_foreground(const exec_spec& spec, prepared_launch launch, const Confinement& confinement,
-                          std::string_view confinement_name, const launch_builder& builder) {
-  spawned_process process;
+template <class Collector, class Spawn, class Confinement>
+run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_launch launch,
+                          const Confinement& confinement, std::string_view confinement_name,
+                          const launch_builder& builder) {
+  process_handle process;
   try {
-    process = Spawn::spawn(launch.plan);
+    process = spawn_checked(spawner, launch.plan);
   } catch (const pre_exec_failed& e) {
     // The confinement's own step failed in the child: the command never ran.
     if (launch.confined) throw runner_unavailable(confinement_name, *launch.info, e.what());
@@ -149,6 +151,7 @@ run_result run_foreground(const exec_spec& spec, prepared_launch launch, const C
 /// sandbox_unavailable message ("apt-get install bubblewrap", ...).
 template <class Spawn, class Collector>
 struct functional_probe {
+  const Spawn& spawner;
   const launch_builder& builder;
   std::chrono::milliseconds timeout;
   /// The executor's confinement policy, named by a runner failure.
@@ -162,8 +165,8 @@ struct functional_probe {
     spec.timeout = timeout;
     spec.stdout_max_bytes = 4096;
     spec.mode = sandbox_mode::read_only;
-    auto result = run_foreground<Spawn, Collector>(spec, builder.build(spec, candidate, sandbox_mode::read_only),
-                                                   candidate, confinement_name, builder);
+    auto result = run_foreground<Collector>(spawner, spec, builder.build(spec, candidate, sandbox_mode::read_only),
+                                            candidate, confinement_name, builder);
     if (result.timed_out)
       throw infrastructure_error(fmt::format("the probe did not finish within {} ms", spec.timeout.count()));
     if (result.exit_code != 0)

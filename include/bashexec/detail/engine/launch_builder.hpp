@@ -109,11 +109,11 @@ struct containment_choice {
 /// `automatic` takes a cgroup where the spawn policy can join one before
 /// exec and the host offers one, else the process group; an explicit
 /// `cgroup` throws instead of falling back.
-inline containment_choice choose_containment(const executor_config& config, bool supports_pre_exec,
+inline containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
                                              std::string_view spawn_name) {
   containment_choice choice;
   if (config.containment == process_containment::process_group) return choice;
-  if (!supports_pre_exec) {
+  if (!spawn_joins_cgroup) {
     choice.fallback = fmt::format("the {} spawn policy cannot join a cgroup before exec (use spawn_with<fork_exec>)",
                                   spawn_name);
     return choice;

@@ -1,0 +1,59 @@
+// detail/engine/spawn_step: the executor's one spawn policy instance — how it
+// is made, what the executor refuses at construction because the policy
+// cannot do it, and the one call through which a plan reaches it (the
+// foreground driver and background `start` alike).
+#pragma once
+
+#include <concepts>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "bashexec/config.hpp"
+#include "bashexec/executor_traits.hpp"
+#include "bashexec/spawn.hpp"
+
+namespace bashexec::detail {
+
+/// The executor's instance of spawn policy `S`: from the executor's config
+/// when `S` takes one, else default-constructed. (Returned as a prvalue, so
+/// a policy that can neither move nor copy — a pool with a mutex — works.)
+template <class S>
+S make_spawn_policy(const executor_config& config) {
+  if constexpr (std::constructible_from<S, const executor_config&>)
+    return S(config);
+  else
+    return S{};
+}
+
+/// The knobs that act in the child between fork and exec need the matching
+/// spawn capability; an executor whose spawn policy lacks it refuses them at
+/// construction (std::invalid_argument naming the field) rather than run the
+/// command unlimited or uncontained. `automatic` containment falls back to
+/// the process group instead (choose_containment); only an explicit request
+/// for a cgroup is refused.
+template <class Policies>
+void refuse_config_beyond_spawn(const executor_config& config) {
+  auto refuse = [](std::string_view field, std::string_view what) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} in the child before exec, which the {} spawn policy cannot do; "
+                    "use basic_executor<policies<spawn_with<fork_exec>>>",
+                    field, what, std::string_view(Policies::spawn::name)));
+  };
+  if constexpr (!executor_can<Policies, spawn_capability::limits>)
+    if (config.limits.any()) refuse("limits", "resource limits are applied");
+  if constexpr (!executor_can<Policies, spawn_capability::cgroup>)
+    if (config.containment == process_containment::cgroup)
+      refuse("containment", "cgroup containment moves the child into its cgroup");
+}
+
+/// Starts `plan` with the executor's spawn policy. The refusal runs here as
+/// well as in the shipped policies: a third-party policy that forgets it
+/// still never runs a plan it cannot honour.
+template <class S>
+process_handle spawn_checked(const S& spawner, const launch_plan& plan) {
+  refuse_unsupported<S>(plan);
+  return spawner.spawn(plan);
+}
+
+}  // namespace bashexec::detail

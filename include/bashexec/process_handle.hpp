@@ -1,0 +1,70 @@
+// process_handle: what a spawn policy hands back — one started child, the
+// leader of its own session and process group, held through a pidfd.
+//
+// The engine touches the child only through this handle (reap, wait, signal
+// the group), never through a raw pid of its own, so a spawn policy may hand
+// out a process it created earlier (a pool of prespawned processes): all
+// that matters is that the handle's pid leads the group the command runs in
+// and that its pidfd reports that process's exit.
+#pragma once
+
+#include <cerrno>
+#include <csignal>
+#include <optional>
+#include <utility>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+
+namespace bashexec {
+
+class process_handle {
+ public:
+  process_handle() = default;
+  /// Takes `pidfd`, a pidfd of `pid`, which must be the caller's own child.
+  process_handle(pid_t pid, detail::unique_fd pidfd) noexcept : pid_(pid), pidfd_(std::move(pidfd)) {}
+
+  /// The child's pid, which is also its process-group and session id. It
+  /// stays valid after the reap (as the group's name: members may outlive
+  /// the leader).
+  pid_t pid() const noexcept { return pid_; }
+  /// The pidfd to poll for the exit; -1 once reaped (or for an empty handle).
+  int pidfd() const noexcept { return pidfd_.get(); }
+  /// True until the child has been reaped.
+  bool unreaped() const noexcept { return static_cast<bool>(pidfd_); }
+
+  /// Reaps the child if it has exited (the pidfd is closed then); empty
+  /// while it runs or once already reaped.
+  std::optional<detail::exit_facts> try_reap() {
+    if (!pidfd_) return std::nullopt;
+    auto facts = detail::try_reap(pidfd_.get());
+    if (facts) pidfd_.reset();
+    return facts;
+  }
+
+  /// Blocks until the child exits and reaps it; nothing when already reaped.
+  /// For paths that already killed the group (a run torn down early).
+  void wait_blocking() noexcept {
+    if (!pidfd_) return;
+    siginfo_t info{};
+    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 &&
+           errno == EINTR) {
+    }
+    pidfd_.reset();
+  }
+
+  /// Sends `signo` to every member of the child's process group; a group
+  /// already empty is fine.
+  void signal_group(int signo) const noexcept {
+    if (pid_ > 0) ::kill(-pid_, signo);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  detail::unique_fd pidfd_;
+};
+
+}  // namespace bashexec
