@@ -1,5 +1,5 @@
 // The background path: start / read_output / kill / wait / listeners /
-// disposal with real processes (DESIGN.md contract 6, 9–12).
+// disposal with real processes (docs/contract.md item 6, 9–12).
 #include <atomic>
 #include <chrono>
 #include <csignal>

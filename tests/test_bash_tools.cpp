@@ -1,7 +1,7 @@
 // The model-facing tools over a scripted executor: schemas, argument
 // validation, the effective mode and approval-gated escalation, the owner
-// fence, what reaches the executor, and background notices (DESIGN.md
-// contract 18-21).
+// fence, what reaches the executor, and background notices (docs/contract.md
+// items 18-21).
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// Resolution and configuration (DESIGN.md contract 1): defaults, the timeout
+// Resolution and configuration (docs/contract.md item 1): defaults, the timeout
 // cap, validation messages that name the field, a tiny output cap.
 #include <chrono>
 #include <filesystem>

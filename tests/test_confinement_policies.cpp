@@ -1,6 +1,6 @@
 // Tests of the confining policies (landlock, bwrap, runner_command, chain),
 // driven directly through launch plans spawned by fork_exec — no executor.
-// The spawn policies' own laws are tests/test_spawn_laws.cpp. Each test cites the DESIGN.md contract item it proves.
+// The spawn policies' own laws are tests/test_spawn_laws.cpp. Each test cites the docs/contract.md item item it proves.
 // A capability the machine lacks (bwrap, Landlock) makes a test WARN
 // "skipped: …" and return, so a skip is always visible.
 

@@ -1,4 +1,4 @@
-// cgroup containment (DESIGN.md "Beyond": no orphans, ever; issue 10 point
+// cgroup containment (docs/contract.md "Beyond": no orphans, ever; issue 10 point
 // 4): with cgroup containment — the default (`automatic`) of an executor
 // over fork_exec wherever cgroup v2 works — a command that calls setsid,
 // nohup, double-forks or daemonizes is still stopped by the foreground

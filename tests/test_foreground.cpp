@@ -1,5 +1,5 @@
 // The foreground path: `run` with real processes, pipes and signals
-// (DESIGN.md contract 2–8 and "no hang on a backgrounded grandchild").
+// (docs/contract.md item 2–8 and "no hang on a backgrounded grandchild").
 #include <atomic>
 #include <chrono>
 #include <csignal>

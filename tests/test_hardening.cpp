@@ -1,4 +1,4 @@
-// Hardening (DESIGN.md contract 4, 9, 14 and "Beyond"): what a hostile
+// Hardening (docs/contract.md item 4, 9, 14 and "Beyond"): what a hostile
 // command, run by root, can and cannot do to the host from inside each
 // confined mode — capabilities, the host's processes, the terminal,
 // escapees, spill files, protected paths.

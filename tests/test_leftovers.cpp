@@ -1,4 +1,4 @@
-// The foreground leftover rule (DESIGN.md "Beyond": no hang on a backgrounded
+// The foreground leftover rule (docs/contract.md "Beyond": no hang on a backgrounded
 // grandchild) judged by the kernel's facts: `leftovers_killed` appears only
 // when a live member of the group was still there to be killed, never because
 // the pipe's end of file raced a member's own exit.

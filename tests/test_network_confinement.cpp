@@ -1,4 +1,4 @@
-// Network confinement (DESIGN.md "Beyond": an optional network knob,
+// Network confinement (docs/contract.md "Beyond": an optional network knob,
 // orthogonal to the file modes): `sandbox.network` = full | loopback | none,
 // applied to every confined call and never to danger-full-access. Each backend
 // is driven through basic_executor against listeners this test process opens

@@ -1,6 +1,6 @@
 // The laws of an output policy (bashexec/laws/output.hpp, written at the top
 // of bashexec/output.hpp), checked against every shipped policy with random
-// chunk sizes, plus the tail_spill laws of DESIGN.md contract 5 and 6.
+// chunk sizes, plus the tail_spill laws of docs/contract.md item 5 and 6.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Resource limits (DESIGN.md "Beyond the TypeScript design": optional limits
+// Resource limits (docs/contract.md "Beyond": optional limits
 // on processes, memory and CPU time so a runaway command cannot take the host
 // down): `executor_config::limits` reaches every child through the plan and
 // fork_exec's prlimit64 step, binds the command, and never the host.

@@ -1,4 +1,4 @@
-// Executor-level sandbox tests (DESIGN.md contract 13–17 and "Beyond": protected
+// Executor-level sandbox tests (docs/contract.md item 13–17 and "Beyond": protected
 // paths): every confining backend driven THROUGH basic_executor — `run`, and
 // `start` + `wait` + `read_output` — rather than through launch plans (those
 // policy-level laws live in test_confinement_policies.cpp). A capability the
@@ -616,7 +616,7 @@ TEST_CASE(
 }
 
 // ---------------------------------------------------------------------------
-// Protected paths (DESIGN.md "Beyond the TypeScript design")
+// Protected paths (docs/contract.md "Beyond")
 
 TEST_CASE("protected paths: sandbox.protected_paths must be relative to the workspace root and stay inside it",
           "[sandbox][config][protected]") {

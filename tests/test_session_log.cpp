@@ -1,5 +1,5 @@
 // The session log: durable JSON lines, replay after a restart, torn final
-// lines, one log per session, and the sandbox-mode fold (DESIGN.md contract 18).
+// lines, one log per session, and the sandbox-mode fold (docs/contract.md item 18).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

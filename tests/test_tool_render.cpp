@@ -1,4 +1,4 @@
-// The result-text grammar of the model-facing tools (DESIGN.md contract 20),
+// The result-text grammar of the model-facing tools (docs/contract.md item 20),
 // byte-exact, and the UTF-8 guarantee of every rendered text.
 #include <csignal>
 #include <string>

@@ -1,5 +1,5 @@
 // The model-facing tools over the real executors: real processes, the real
-// sandbox, real spill files (DESIGN.md contract 18-21). Compiles to nothing
+// sandbox, real spill files (docs/contract.md item 18-21). Compiles to nothing
 // until the executors exist.
 #if __has_include(<bashexec/bashexec.hpp>)
 

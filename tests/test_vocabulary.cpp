@@ -1,4 +1,4 @@
-// The vocabulary types of DESIGN.md "Public surface": the sandbox-mode
+// The public vocabulary types: the sandbox-mode
 // ladder, the strong id types, signal names. Most facts are compile-time:
 // a static_assert that fails breaks the build of this file.
 #include <csignal>

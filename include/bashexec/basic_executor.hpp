@@ -1,7 +1,7 @@
 // basic_executor: the executor seam — foreground `run`, background `start`
 // with incremental reads, kills and completion listeners — composed at
 // compile time from spawn, confinement, output and ownership policies
-// (see policies.hpp). Contract items 1–17 of DESIGN.md live here.
+// (see policies.hpp). Contract items 1–17 of docs/contract.md live here.
 //
 // A facade over one path (detail/engine/): `resolve` turns a request into a
 // spec, the launch builder prepares the spawn (confined or not), and the

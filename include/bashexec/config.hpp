@@ -36,7 +36,7 @@ struct sandbox_config {
   /// Bound on one functional probe of a `chain` candidate.
   std::chrono::milliseconds probe_timeout{5000};
   /// Paths, relative to the workspace root, that stay read-only under
-  /// `workspace-write` (DESIGN.md "Beyond": `.git` cannot be rewritten by a
+  /// `workspace-write` (docs/contract.md "Beyond": `.git` cannot be rewritten by a
   /// confined command). Each must be relative and free of `..`; one that does
   /// not exist at spawn time is skipped; a symlink is protected at its target
   /// when that lies inside the workspace. bwrap and `runner_command` bind each
@@ -53,7 +53,7 @@ struct sandbox_config {
   network_access network = network_access::full;
 };
 
-/// Optional resource limits for every spawn (DESIGN.md "Beyond": a fork bomb
+/// Optional resource limits for every spawn (docs/contract.md "Beyond": a fork bomb
 /// or a runaway command cannot take the host down). Empty fields inherit the
 /// host's limits; all empty (the default) changes nothing. Each given value
 /// becomes the child's soft and hard limit (so the command cannot raise it
@@ -124,7 +124,7 @@ struct executor_config {
   /// of this user, else /var/tmp — never /tmp, which workspace-write grants.
   /// A confining executor refuses a parent under /tmp or under the workspace
   /// root: a confined command must never write, rename or remove a spill
-  /// file (DESIGN.md "Beyond").
+  /// file (docs/contract.md "Beyond").
   std::optional<std::filesystem::path> spill_parent;
   /// Keep the spill directory after disposal (post-mortems).
   bool keep_spill_dir = false;

@@ -1,7 +1,7 @@
 // containment: what a kill reaches — the choice an executor is configured
 // with (`process_containment`) and the mechanism that actually contained a
 // run or a task (`containment_mechanism`, stated on every result).
-// DESIGN.md "Beyond": no orphans, ever.
+// docs/contract.md "Beyond": no orphans, ever.
 #pragma once
 
 #include <string_view>

@@ -1,4 +1,4 @@
-// network_access: the optional network knob (DESIGN.md "Beyond": network
+// network_access: the optional network knob (docs/contract.md "Beyond": network
 // confinement as its own knob, orthogonal to the file modes). It applies to
 // every confined call (read-only, workspace-write) and never to
 // danger-full-access, which stays wholly unconfined.

@@ -11,7 +11,7 @@
 
 namespace bashexec {
 
-/// What a confined command may do to files (DESIGN.md contract 13).
+/// What a confined command may do to files (docs/contract.md item 13).
 enum class sandbox_mode { read_only, workspace_write, danger_full_access };
 
 /// Every mode, narrowest first. The order is the ladder escalation climbs.

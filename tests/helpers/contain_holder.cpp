@@ -1,5 +1,5 @@
 // contain_holder: a process that holds a default-config fork_exec executor
-// with contained commands running, for tests that SIGKILL it (DESIGN.md
+// with contained commands running, for tests that SIGKILL it (docs/contract.md
 // "Beyond": no orphans, ever — the death of the executor's process by any
 // signal kills every contained command).
 //

@@ -1,4 +1,4 @@
-// confinement/bwrap: confinement by bubblewrap (DESIGN.md contract 13, 14,
+// confinement/bwrap: confinement by bubblewrap (docs/contract.md item 13, 14,
 // 16). The profile itself is built by detail/bwrap_profile.hpp, which
 // `runner_command` reuses. Own configuration: `bwrap::config::program`.
 //
@@ -30,7 +30,7 @@
 // workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
 // `--ro-bind P P` for each `sandbox.protected_paths` entry that exists under
 // ROOT, a symlink at its target (after the workspace bind, so it is mounted
-// over the writable tree: `.git` stays read-only, DESIGN.md "Beyond"). The
+// over the writable tree: `.git` stays read-only, docs/contract.md "Beyond"). The
 // check runs at each spawn; a path created during the command (`git init`)
 // is protected from the next spawn on. Group kills still reach the command
 // from outside: bwrap leads the process group, and its death ends the

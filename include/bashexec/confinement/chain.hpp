@@ -1,5 +1,5 @@
 // confinement/chain: pick the first confinement that really works on this
-// machine (DESIGN.md contract 15). Candidates are tried in order by a
+// machine (docs/contract.md item 15). Candidates are tried in order by a
 // functional probe the executor supplies; the verdict is cached for the
 // chain's lifetime. No usable candidate → every prepare throws
 // `sandbox_unavailable` naming the mode, each candidate with why it failed,

@@ -1,9 +1,9 @@
-// confinement/landlock: native Landlock confinement (DESIGN.md contract 13,
+// confinement/landlock: native Landlock confinement (docs/contract.md item 13,
 // 14). The ruleset and the seccomp filter are built in the parent — the
 // filter and the read-only ruleset once per policy object, shared by every
 // later spawn — and the child only runs an async-signal-safe hook
 // (no_new_privs + landlock_restrict_self + loading the filter), so it needs
-// a spawn policy with `supports_pre_exec` (fork_exec).
+// a spawn policy with the `pre_exec` capability (fork_exec).
 //
 // Rules: every filesystem right the kernel ABI knows is handled; reading and
 // executing are allowed from "/"; write-type rights only on the mode's roots:

@@ -1,5 +1,5 @@
 // confinement/runner_command: an operator-supplied, bwrap-compatible runner
-// (DESIGN.md contract 13, 14, 16), configured by `runner_command::config`
+// (docs/contract.md item 13, 14, 16), configured by `runner_command::config`
 // (`argv`, `failure_signatures`). argv becomes
 //   config.argv…, <the bwrap profile of detail/bwrap_profile.hpp>, "--", argv…
 // (protected paths included: each existing one is `--ro-bind`ed read-only;

@@ -1,4 +1,4 @@
-// detail/cgroup: cgroup v2 containment (DESIGN.md "Beyond": no orphans, ever).
+// detail/cgroup: cgroup v2 containment (docs/contract.md "Beyond": no orphans, ever).
 //
 // A process group is easy to leave (setsid, setpgid); a cgroup is not — an
 // unprivileged command cannot move itself out of it. Under cgroup

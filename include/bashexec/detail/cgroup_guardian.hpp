@@ -1,5 +1,5 @@
 // detail/cgroup_guardian: kills an executor's cgroup when the executor's
-// process dies, by any signal, SIGKILL included (DESIGN.md "Beyond": no
+// process dies, by any signal, SIGKILL included (docs/contract.md "Beyond": no
 // orphans, ever).
 //
 // A cgroup does not die with the process that created it: without help,

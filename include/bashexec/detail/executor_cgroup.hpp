@@ -1,7 +1,7 @@
 // detail/executor_cgroup: an executor's own cgroup v2 — the parent of its
 // per-spawn cgroups, a free list of them ready for the next spawn, and the
 // guardian that kills them all if the executor's process dies
-// (DESIGN.md "Beyond": no orphans, ever; see detail/cgroup.hpp for what a
+// (docs/contract.md "Beyond": no orphans, ever; see detail/cgroup.hpp for what a
 // per-spawn cgroup does).
 //
 //   <host cgroup>/bashexec-<pid>-<random>/     this object, watched by the guardian

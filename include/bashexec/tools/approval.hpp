@@ -1,6 +1,6 @@
 // tools/approval: the question the tool layer asks a person (or a policy)
 // before running one call under a wider sandbox mode, and the four answers
-// (DESIGN.md contract 18).
+// (docs/contract.md item 18).
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
-// tools/render: the result-text grammar of the model-facing tools (DESIGN.md
-// contract 20) as pure functions, shared by `bash_tools`, the CLI and the
+// tools/render: the result-text grammar of the model-facing tools (docs/contract.md
+// item 20) as pure functions, shared by `bash_tools`, the CLI and the
 // background-completion notice. Every function returns valid UTF-8.
 //
 // `bash` (foreground), byte-exact:

@@ -1,6 +1,6 @@
 // tools/schemas: the JSON Schemas of the `bash`, `bash_output` and
 // `bash_kill` tools, and the descriptions that teach a model how to use them
-// (DESIGN.md contract 18, 20). Each tool is
+// (docs/contract.md item 18, 20). Each tool is
 //   {"name": …, "description": …, "input_schema": {JSON Schema of the arguments}}.
 // `sandbox_permissions` and `justification` appear only when escalation is
 // advertised, that is, when the executor confines.
