@@ -272,7 +272,8 @@ TEST_CASE("landlock: read-only spawns share one ruleset and one filter built in 
   const bashexec::landlock policy{sandbox};
   const bashexec::landlock copy = policy;  // copies share what was built
   auto context = [](const bashexec::launch_plan& plan) {
-    return static_cast<const landlock_ruleset*>(plan.hook.context);
+    REQUIRE(plan.hooks.size() == 1);
+    return static_cast<const landlock_ruleset*>(plan.hooks[0].context);
   };
   bashexec::launch_plan a, b, c, d;
   const auto launch_a = policy.prepare(bashexec::sandbox_mode::read_only, "/tmp", a);
