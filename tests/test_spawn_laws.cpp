@@ -9,7 +9,7 @@
 
 #include "executor_test_support.hpp"
 #include "pipe_test_support.hpp"
-#include "extending/counting_spawner.hpp"
+#include "../docs/examples/extending/counting_spawner.hpp"
 
 #include <algorithm>
 #include <atomic>

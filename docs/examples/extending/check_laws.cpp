@@ -1,5 +1,5 @@
 // Runs the laws the shipped policies pass against the two example policies,
-// then uses both in an executor. Built against the INSTALLED bashexec package
+// then uses both in an executor, and the example spawn policy in another. Built against the INSTALLED bashexec package
 // only (tests/consumer, docs/extending.md). Exit 0: the laws hold (or the
 // machine cannot confine at all, which it says); 1: a law is broken.
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include <bashexec/laws/confinement.hpp>
 #include <bashexec/laws/output.hpp>
 
+#include "counting_spawner.hpp"
 #include "head_only.hpp"
 #include "under_launcher.hpp"
 
@@ -49,6 +50,17 @@ int main() {
       std::fprintf(stderr, "stdout '%s' stderr '%s'\n", result.out.text.c_str(), result.err.text.c_str());
       ++failures;
     }
+  }
+
+  // The stateful spawn policy: the executor holds one instance and every
+  // run goes through it.
+  {
+    bashexec::basic_executor<bashexec::policies<bashexec::spawn_with<counting_spawner>>> executor;
+    const auto first = executor.run(executor.resolve({.command = "echo one"}));
+    const auto second = executor.run(executor.resolve({.command = "echo two"}));
+    const bool counted = first.out.text == "one\n" && second.out.text == "two\n" && executor.spawner().spawned() == 2;
+    std::printf("counting_spawner: %s\n", counted ? "two runs, two spawns counted" : "UNEXPECTED");
+    if (!counted) ++failures;
   }
   return failures == 0 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // The spawn policy of docs/extending.md, "A spawn policy", verbatim: a
 // stateful policy outside the library's tree. tests/test_spawn_laws.cpp runs
-// every spawn law over it and an executor built on it.
+// every spawn law over it; check_laws.cpp builds an executor on it against
+// the installed package.
 #pragma once
 
 #include <atomic>
