@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -115,6 +116,12 @@ struct launch_plan {
   /// setsid, so the command and everything it starts — setsid or not —
   /// stay in that cgroup (executor_config::containment).
   int cgroup_procs_fd = -1;
+  /// Owns what the hooks' contexts point at, when their owner lets them
+  /// outlive this call (the same hooks serve every call of its kind). A
+  /// pooling spawn policy (spawn/prespawned.hpp) holds it to run the same
+  /// hooks again, later, in a process for a future call. Empty: the contexts
+  /// live only until `spawn` returns, so such a plan is never pooled.
+  std::shared_ptr<const void> hook_owner;
   /// Paths a confined command may read at their own path but never write,
   /// rename or remove, whatever its mode grants around them (the executor's
   /// spill directory). A confinement that cannot make one read-only inside a

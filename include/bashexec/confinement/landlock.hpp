@@ -137,22 +137,15 @@ namespace bashexec {
 
 namespace detail {
 
-/// What a landlock policy builds once and every spawn shares (copies of the
-/// policy share it too): the seccomp programs, and the read-only ruleset,
-/// which depends on nothing a call passes (no root, no protected paths).
-/// Built lazily by the first spawn that needs each, thread-safe.
-struct landlock_built_once {
-  seccomp_filter_cache filters;
-  std::once_flag read_only_once;
-  unique_fd read_only_ruleset;
-};
+struct landlock_built_once;
 
 /// What the child's hook reads: the ruleset descriptor number, valid in the
 /// child because fork_exec runs hooks before renumbering descriptors, and
 /// the seccomp filter when one applies (read-only, a confined network). All
 /// of it is built in the parent; the hook only loads it.
 struct landlock_ruleset {
-  /// Keeps the shared ruleset descriptor and the filter alive.
+  /// Keeps the shared ruleset descriptor and the filter alive (empty for the
+  /// shared read-only context, which lives inside them).
   std::shared_ptr<const landlock_built_once> built;
   /// This spawn's own ruleset (workspace-write: it grants the call's root);
   /// empty when `number` is the shared read-only one.
@@ -166,6 +159,19 @@ struct landlock_ruleset {
   /// strings the child reads (owned by `read_only_binds`).
   std::vector<std::string> read_only_binds;
   std::vector<const char*> read_only_bind_names;
+};
+
+/// What a landlock policy builds once and every spawn shares (copies of the
+/// policy share it too): the seccomp programs, and the read-only ruleset,
+/// which depends on nothing a call passes (no root, no protected paths) —
+/// with the one hook context every read-only spawn gets, so its plans carry
+/// the same hook (a pooling spawn policy keys on it: launch_plan::hook_owner).
+/// Built lazily by the first spawn that needs each, thread-safe.
+struct landlock_built_once {
+  seccomp_filter_cache filters;
+  std::once_flag read_only_once;
+  unique_fd read_only_ruleset;
+  landlock_ruleset read_only_context;
 };
 
 /// The pre-exec hook. Async-signal-safe: bare system calls only.
@@ -248,24 +254,38 @@ class landlock {
                             "architecture; use bwrap, or sandbox.network = full",
                             network_, version));
 
-    auto ruleset = std::make_shared<detail::landlock_ruleset>();
-    ruleset->built = built_;
     detail::seccomp_parts parts;
     parts.network = network && detail::seccomp_filter_supported;
     parts.metadata_writes = mode == sandbox_mode::read_only && detail::seccomp_filter_supported;
-    if (parts.any()) ruleset->filter = &built_->filters.get(parts);
+    confined_launch launch;
+    launch.info.mode = mode;
+    const bool files_full =
+        file_level(mode, version) == enforcement::full && !leaves_protected_path_writable(mode, root);
+    launch.info.level = files_full && *net_level == enforcement::full ? enforcement::full : enforcement::partial;
+
     if (mode == sandbox_mode::read_only) {
       // The same for every call: built by the first, shared by the rest (the
       // kernel copies a ruleset into each new domain, so one descriptor can
-      // serve concurrent spawns).
-      std::call_once(built_->read_only_once,
-                     [&] { built_->read_only_ruleset = build_ruleset(mode, root, version, network); });
-      ruleset->number = built_->read_only_ruleset.get();
-    } else {
-      ruleset->fd = build_ruleset(mode, root, version, network);
-      ruleset->number = ruleset->fd.get();
+      // serve concurrent spawns), and so is the hook's context.
+      std::call_once(built_->read_only_once, [&] {
+        built_->read_only_ruleset = build_ruleset(mode, root, version, network);
+        auto& context = built_->read_only_context;
+        context.number = built_->read_only_ruleset.get();
+        if (parts.any()) context.filter = &built_->filters.get(parts);
+        context.user_namespace = !privileged() && detail::user_namespace_available();
+      });
+      const detail::landlock_ruleset& context = built_->read_only_context;
+      plan.hooks.add(pre_exec_hook{&detail::landlock_apply, &context, hook_stage(context)});
+      plan.hook_owner = std::shared_ptr<const void>(built_, &context);
+      launch.keep_alive = built_;
+      return launch;
     }
 
+    auto ruleset = std::make_shared<detail::landlock_ruleset>();
+    ruleset->built = built_;
+    if (parts.any()) ruleset->filter = &built_->filters.get(parts);
+    ruleset->fd = build_ruleset(mode, root, version, network);
+    ruleset->number = ruleset->fd.get();
     ruleset->user_namespace = !privileged() && detail::user_namespace_available();
     if (mode == sandbox_mode::workspace_write && can_bind_read_only()) {
       for (const auto& path : detail::existing_protected_paths(root, protected_))
@@ -274,11 +294,6 @@ class landlock {
     }
 
     plan.hooks.add(pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)});
-    confined_launch launch;
-    launch.info.mode = mode;
-    const bool files_full =
-        file_level(mode, version) == enforcement::full && !leaves_protected_path_writable(mode, root);
-    launch.info.level = files_full && *net_level == enforcement::full ? enforcement::full : enforcement::partial;
     launch.keep_alive = std::move(ruleset);
     return launch;
   }

@@ -123,7 +123,9 @@ struct clone3_args {
 };
 
 /// Which child step failed; travels through the error pipe.
-enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup };
+/// `receive`: a prespawned process could not read its command; `claimed`
+/// is no failure: a prespawned process's "got it" (detail/prespawn_child.hpp).
+enum class child_stage : int { claimed = 0, setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup, receive };
 
 struct child_report {
   child_stage stage;
@@ -164,11 +166,11 @@ struct child_context {
   child_exit(127);
 }
 
-/// Runs in the cloned child, on its own stack. Never returns. `arg` is the
-/// parent's `child_context`.
-BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
-  const child_context& ctx = *static_cast<const child_context*>(arg);
-  int error_fd = ctx.error_fd;
+/// Steps 1-3: setsid, the cgroup, clean signals, the hooks. What a
+/// prespawned process does before it waits for its command
+/// (detail/prespawn_child.hpp); fork_exec's child goes on at once.
+BASHEXEC_DETAIL_VFORK_CHILD inline void child_enter(const child_context& ctx) noexcept {
+  const int error_fd = ctx.error_fd;
   if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
   // "0" is "the writing process"; a vfork child is its own thread group, so
   // only it moves, never the suspended parent.
@@ -192,7 +194,13 @@ BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
   for (int i = 0; i < ctx.hook_count; ++i)
     if (int error = ctx.hooks[i].run(ctx.hooks[i].context); error != 0)
       child_fail(error_fd, child_stage::hook, error, i);
+}
 
+/// Steps 4-8: renumbering, chdir, close-on-exec, limits, execve. Never
+/// returns. Needs `argv`, `envp`, `workdir`, `sources`/`scratch`/`count`,
+/// `error_fd` and `limits` of `ctx`.
+[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_finish(const child_context& ctx) noexcept {
+  int error_fd = ctx.error_fd;
   // Move the error pipe and every source above the target range before any
   // renumbering, so a source that already sits on a target number is not
   // clobbered. dup3 (not dup2, which some architectures lack) cannot see
@@ -234,6 +242,14 @@ BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
 
   ::syscall(SYS_execve, ctx.path, ctx.argv, ctx.envp);
   child_fail(error_fd, child_stage::execve, errno);
+}
+
+/// Runs in the cloned child, on its own stack. Never returns. `arg` is the
+/// parent's `child_context`.
+BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
+  const child_context& ctx = *static_cast<const child_context*>(arg);
+  child_enter(ctx);
+  child_finish(ctx);
 }
 
 /// Blocks every signal — all bits, glibc's internal ones included, as glibc's

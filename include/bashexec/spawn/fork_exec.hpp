@@ -52,6 +52,84 @@
 
 namespace bashexec {
 
+namespace detail {
+
+/// Turns a child's error report into the exception `spawn` throws:
+/// `pre_exec_failed` for a hook, else `infrastructure_error` naming the step.
+/// Shared by every spawn policy that runs the child of fork_exec_child.hpp.
+[[noreturn]] inline void throw_child_failure(const launch_plan& plan, const std::string& workdir,
+                                             const detail::child_report& report) {
+  const char* text = std::strerror(report.error);
+  switch (report.stage) {
+    case child_stage::hook: {
+      const auto i = static_cast<std::size_t>(report.index);
+      const char* stage = i < plan.hooks.size() ? plan.hooks[i].stage : nullptr;
+      throw pre_exec_failed(stage ? stage : "pre-exec", report.error);
+    }
+    case child_stage::chdir:
+      throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
+    case child_stage::execve:
+      throw infrastructure_error(fmt::format("execve {}: {}", plan.argv.front(), text));
+    case child_stage::setsid:
+      throw infrastructure_error(fmt::format("setsid: {}", text));
+    case child_stage::dup:
+      throw infrastructure_error(fmt::format("dup2: {}", text));
+    case child_stage::cloexec:
+      throw infrastructure_error(fmt::format("close_range: {}", text));
+    case child_stage::rlimit: {
+      const auto i = static_cast<std::size_t>(report.index);
+      const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
+      throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
+    }
+    case child_stage::cgroup:
+      throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
+    case child_stage::receive:
+      throw infrastructure_error(fmt::format("prespawned: receive the command: {}", text));
+    case child_stage::claimed:
+      break;
+  }
+  throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
+                                         static_cast<int>(report.stage), text));
+}
+
+/// A real fork (no shared memory) with its pidfd, for a child that must
+/// outlive the call (or when vfork-style clone is refused):
+/// clone3(CLONE_PIDFD), falling back for the rest of the process to _Fork()
+/// (no atfork handlers: nothing may allocate in the child) + pidfd_open in
+/// the parent. Call with every signal blocked (all_signals_blocked). In the
+/// child `pid` is 0 and the caller goes on with async-signal-safe code only.
+struct real_fork {
+  pid_t pid = -1;
+  int pidfd = -1;  // -1 in the child, and after _Fork (the caller opens one)
+  int error = 0;   // errno of the failed call when pid < 0
+  const char* call = "clone3";
+
+  real_fork() noexcept {
+    static std::atomic<bool> clone3_missing{false};
+    if (!clone3_missing.load(std::memory_order_relaxed)) {
+      clone3_args args{};
+      args.flags = clone_pidfd_flag;
+      args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+      args.exit_signal = SIGCHLD;
+      pid = static_cast<pid_t>(::syscall(sys_clone3, &args, sizeof args));
+      if (pid == 0) return;
+      if (pid < 0 && (errno == ENOSYS || errno == EPERM)) clone3_missing.store(true);
+    }
+    if (pid < 0 && clone3_missing.load(std::memory_order_relaxed)) {
+      call = "fork";
+      pidfd = -1;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+      pid = ::_Fork();
+#else
+      pid = ::fork();
+#endif
+      if (pid == 0) return;
+    }
+    error = errno;
+  }
+};
+
+}  // namespace detail
 
 /// Spawn policy with pre-exec hooks, limits and cgroup joining: vfork-style
 /// clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) + execve, falling back to a
@@ -119,7 +197,7 @@ struct fork_exec {
 
     detail::reap_blocking(pid);
     if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
-    throw_child_failure(plan, workdir, report);
+    detail::throw_child_failure(plan, workdir, report);
   }
 
  private:
@@ -132,7 +210,6 @@ struct fork_exec {
     // Each path is tried until the kernel (or a seccomp filter) says it is
     // not there; the answer is kept for the life of the process.
     static std::atomic<bool> vfork_missing{false};
-    static std::atomic<bool> clone3_missing{false};
     int pidfd = -1;
     pid_t pid = -1;
     int error = 0;
@@ -159,26 +236,12 @@ struct fork_exec {
 
     if (vfork_missing.load(std::memory_order_relaxed)) {
       detail::all_signals_blocked blocked;
-      if (!clone3_missing.load(std::memory_order_relaxed)) {
-        call = "clone3";
-        detail::clone3_args args{};
-        args.flags = detail::clone_pidfd_flag;
-        args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-        args.exit_signal = SIGCHLD;
-        pid = static_cast<pid_t>(::syscall(detail::sys_clone3, &args, sizeof args));
-        if (pid == 0) detail::child_main(&ctx);
-        if (pid < 0 && (errno == ENOSYS || errno == EPERM)) clone3_missing.store(true);
-      }
-      if (pid < 0 && clone3_missing.load(std::memory_order_relaxed)) {
-        call = "fork";
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-        pid = ::_Fork();  // no atfork handlers: nothing may allocate in the child
-#else
-        pid = ::fork();
-#endif
-        if (pid == 0) detail::child_main(&ctx);
-      }
-      error = errno;
+      detail::real_fork forked;
+      pid = forked.pid;
+      if (pid == 0) detail::child_main(&ctx);
+      pidfd = forked.pidfd;
+      error = forked.error;
+      call = forked.call;
     }
 
     if (pid < 0) detail::throw_syscall(call, error);
@@ -192,38 +255,6 @@ struct fork_exec {
       }
     }
     return {pid, detail::unique_fd(pidfd)};
-  }
-
-  [[noreturn]] static void throw_child_failure(const launch_plan& plan, const std::string& workdir,
-                                               const detail::child_report& report) {
-    using detail::child_stage;
-    const char* text = std::strerror(report.error);
-    switch (report.stage) {
-      case child_stage::hook: {
-        const auto i = static_cast<std::size_t>(report.index);
-        const char* stage = i < plan.hooks.size() ? plan.hooks[i].stage : nullptr;
-        throw pre_exec_failed(stage ? stage : "pre-exec", report.error);
-      }
-      case child_stage::chdir:
-        throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
-      case child_stage::execve:
-        throw infrastructure_error(fmt::format("execve {}: {}", plan.argv.front(), text));
-      case child_stage::setsid:
-        throw infrastructure_error(fmt::format("setsid: {}", text));
-      case child_stage::dup:
-        throw infrastructure_error(fmt::format("dup2: {}", text));
-      case child_stage::cloexec:
-        throw infrastructure_error(fmt::format("close_range: {}", text));
-      case child_stage::rlimit: {
-        const auto i = static_cast<std::size_t>(report.index);
-        const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
-        throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
-      }
-      case child_stage::cgroup:
-        throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
-    }
-    throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
-                                           static_cast<int>(report.stage), text));
   }
 };
 
