@@ -1,0 +1,251 @@
+// The prespawned spawn policy (spawn/prespawned.hpp): a command served by a
+// waiting process of the pool behaves byte for byte like the same command
+// spawned cold by fork_exec (issue 14), unconfined and under Landlock; the
+// pool's processes are used once, hold nothing of the host or of each other,
+// and are gone with the policy.
+
+#include <catch2/catch.hpp>
+
+#include "executor_test_support.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <bashexec/basic_executor.hpp>
+#include <bashexec/confinement/landlock.hpp>
+#include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/spawn/prespawned.hpp>
+
+namespace fs = std::filesystem;
+using namespace bashexec;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct probe {
+  std::string command;
+  std::optional<std::string> stdin_data{};
+  std::optional<std::chrono::milliseconds> timeout{};
+  bool abort_after_start = false;
+};
+
+/// What the equivalence compares: everything a caller sees of a run.
+std::string describe(const run_result& r) {
+  std::string text = "exit=" + (r.exit_code ? std::to_string(*r.exit_code) : "-") +
+                     " signal=" + (r.signal ? std::to_string(*r.signal) : "-") +
+                     " timed_out=" + std::to_string(r.timed_out) + " aborted=" + std::to_string(r.aborted) +
+                     " leftovers_killed=" + std::to_string(r.leftovers_killed) +
+                     " containment=" + std::string(to_string(r.containment)) + "\n";
+  if (r.sandbox)
+    text += "sandbox mode=" + std::string(to_string(r.sandbox->mode)) + " denied=" + std::to_string(r.sandbox->denied) +
+            " runner_failed=" + std::to_string(r.sandbox->runner_failed) + "\n";
+  text += "--- stdout (truncated=" + std::to_string(r.out.truncated) + ")\n" + r.out.text;
+  text += "--- stderr (truncated=" + std::to_string(r.err.truncated) + ")\n" + r.err.text;
+  return text;
+}
+
+template <class Executor>
+run_result run_probe(Executor& executor, const probe& p, std::optional<sandbox_mode> mode) {
+  exec_request request;
+  request.command = p.command;
+  request.stdin_data = p.stdin_data;
+  request.timeout = p.timeout;
+  request.mode = mode;
+  std::stop_source stop;
+  request.stop = stop.get_token();
+  std::thread stopper;
+  if (p.abort_after_start)
+    stopper = std::thread([&stop] {
+      std::this_thread::sleep_for(300ms);
+      stop.request_stop();
+    });
+  auto result = executor.run(executor.resolve(std::move(request)));
+  if (stopper.joinable()) stopper.join();
+  return result;
+}
+
+/// The cold-vs-warm list (issue 14, "The semantics are exactly a cold
+/// `bash -c`"). $$ is never printed: it is the one thing that must differ.
+std::vector<probe> probes() {
+  return {
+      {"echo out; echo err >&2; bashexec_no_such_command; exit 3"},
+      {"echo 'never closed"},
+      {"echo \"$0\"; echo \"$BASH_EXECUTION_STRING\"; echo ppid=$PPID; "
+       "[ \"$(cut -d' ' -f6 /proc/$$/stat)\" = $$ ] && echo leads-its-session"},
+      {"env | sort"},
+      {"pwd; umask"},
+      {"trap -p; grep -E '^Sig(Blk|Ign|Pnd|Cgt)|^(NoNewPrivs|Seccomp|Cap(Inh|Prm|Eff|Bnd|Amb)):' /proc/self/status"},
+      {"ulimit -a"},
+      {"ls /proc/$$/fd; readlink /proc/$$/fd/0"},
+      {"cat; echo; wc -c < /dev/stdin", std::string("hello\nworld")},
+      {"readlink /proc/self/fd/0; cat | wc -c"},
+      {"kill -TERM $$"},
+      {"exit 42"},
+      // In the call's own cgroup (spawn-N) while it runs; the executor's
+      // cgroup name differs between the two executors.
+      {"grep '^0::' /proc/self/cgroup | sed 's#/bashexec-[^/]*/#/EXECUTOR/#; s/[0-9]*$//'"},
+      {"echo x > /etc/bashexec-prespawn-probe; echo status=$?"},
+      {"echo before; sleep 30", std::nullopt, 300ms},
+      {"echo before; sleep 30", std::nullopt, std::nullopt, true},
+  };
+}
+
+/// Runs every probe cold and warm and compares; `mode` empty: unconfined.
+template <class ColdPolicies, class WarmPolicies>
+void check_equivalence(std::optional<sandbox_mode> mode) {
+  auto config = test_support::fast_config();
+  basic_executor<ColdPolicies> cold(config);
+  basic_executor<WarmPolicies> warm(config);
+  // The first call makes the key known (served cold); the pool fills after it.
+  REQUIRE(run_probe(warm, {"true"}, mode).exit_code == 0);
+  for (const auto& p : probes()) {
+    INFO("command: " << p.command);
+    const run_result expected = run_probe(cold, p, mode);
+    REQUIRE(warm.spawner().wait_until_warm(10s));
+    const auto before = warm.spawner().stats();
+    const run_result got = run_probe(warm, p, mode);
+    const auto after = warm.spawner().stats();
+    CHECK(after.warm == before.warm + 1);  // served by a waiting process, not the cold path
+    CHECK(after.cold == before.cold);
+    CHECK(describe(got) == describe(expected));
+  }
+}
+
+using cold_unconfined = policies<spawn_with<fork_exec>>;
+using warm_unconfined = policies<spawn_with<prespawned>>;
+using cold_landlock = policies<spawn_with<fork_exec>, confine_with<landlock>>;
+using warm_landlock = policies<spawn_with<prespawned>, confine_with<landlock>>;
+
+bool no_children_left() {
+  return test_support::eventually([] { return test_support::children_of_self().empty(); }, 5s);
+}
+
+std::size_t open_fd_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
+launch_plan true_plan() {
+  launch_plan plan;
+  plan.argv = {"/bin/true"};
+  plan.env = {"PATH=/usr/bin:/bin"};
+  plan.workdir = "/";
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("prespawned: an unconfined command from the pool runs byte for byte like a cold bash -c",
+          "[prespawned]") {
+  check_equivalence<cold_unconfined, warm_unconfined>(std::nullopt);
+}
+
+TEST_CASE("prespawned: a Landlock read-only command from the pool runs byte for byte like a cold one",
+          "[prespawned]") {
+  if (landlock::abi() < 1) {
+    WARN("skipped: no Landlock on this kernel (" << landlock::remedy << ")");
+    return;
+  }
+  check_equivalence<cold_landlock, warm_landlock>(sandbox_mode::read_only);
+}
+
+TEST_CASE("prespawned: a waiting process holds one descriptor, its own socket, and nothing of the host",
+          "[prespawned]") {
+  {
+    const prespawned pool(prespawned::config{.per_key = 3});
+    pool.spawn(true_plan()).wait_blocking();  // makes the key known
+    REQUIRE(pool.wait_until_warm(10s));
+    const auto waiting = test_support::children_of_self();
+    CHECK(waiting.size() == 3);
+    for (long pid : waiting) {
+      std::vector<std::string> fds;
+      for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+        fds.push_back(fs::read_symlink(entry.path()).string());
+      INFO("waiting process " << pid);
+      REQUIRE(fds.size() == 1);
+      CHECK(fds.front().starts_with("socket:"));
+      // Its own process group (and session): a command's kill of its group cannot reach it.
+      const auto stat = test_support::read_stat(std::to_string(pid));
+      REQUIRE(stat);
+      CHECK(stat->pgrp == pid);
+    }
+  }
+  CHECK(no_children_left());
+}
+
+TEST_CASE("prespawned: the policy's end kills and reaps every waiting process and leaves no descriptor",
+          "[prespawned]") {
+  const std::size_t fds_before = open_fd_count();
+  {
+    const prespawned pool(prespawned::config{.per_key = 4});
+    pool.spawn(true_plan()).wait_blocking();
+    launch_plan limited = true_plan();
+    limited.limits.add({RLIMIT_CORE, 0, 0});  // a second key
+    pool.spawn(limited).wait_blocking();
+    REQUIRE(pool.wait_until_warm(10s));
+    CHECK(test_support::children_of_self().size() == 8);
+    CHECK(open_fd_count() == fds_before + 8 * 2);  // a pidfd and a socket each
+  }
+  CHECK(test_support::children_of_self().empty());  // reaped by the destructor, not eventually
+  CHECK(open_fd_count() == fds_before);
+}
+
+TEST_CASE("prespawned: a pooled process runs one command and is never handed out again", "[prespawned]") {
+  const prespawned pool(prespawned::config{.per_key = 2});
+  pool.spawn(true_plan()).wait_blocking();
+  std::set<pid_t> pids;
+  for (int i = 0; i < 6; ++i) {
+    REQUIRE(pool.wait_until_warm(10s));
+    process_handle child = pool.spawn(true_plan());
+    CHECK(pids.insert(child.pid()).second);
+    child.wait_blocking();
+  }
+  CHECK(pool.stats().warm == 6);
+  CHECK(pids.size() == 6);
+}
+
+TEST_CASE("prespawned: a key nobody asks for loses its processes after the idle time", "[prespawned]") {
+  {
+    const prespawned pool(prespawned::config{.per_key = 2, .idle_timeout = 200ms});
+    pool.spawn(true_plan()).wait_blocking();
+    CHECK(pool.wait_until_warm(10s));
+    CHECK(no_children_left());
+  }
+}
+
+TEST_CASE("prespawned: a waiting process killed by a command is skipped, and the call is served", "[prespawned]") {
+  const prespawned pool(prespawned::config{.per_key = 2});
+  pool.spawn(true_plan()).wait_blocking();
+  REQUIRE(pool.wait_until_warm(10s));
+  for (long pid : test_support::children_of_self()) ::kill(static_cast<pid_t>(pid), SIGKILL);  // `kill -9 -1`
+  process_handle child = pool.spawn(true_plan());
+  child.wait_blocking();
+  CHECK(pool.stats().lost >= 1);
+}
+
+TEST_CASE("prespawned: a plan whose hooks live only for the call is served cold, never pooled",
+          "[prespawned]") {
+  const prespawned pool;
+  launch_plan plan = true_plan();
+  plan.hooks.add({[](const void*) noexcept { return 0; }, nullptr, "call-scoped"});
+  pool.spawn(plan).wait_blocking();
+  pool.spawn(plan).wait_blocking();
+  CHECK(pool.stats().cold == 2);
+  CHECK(pool.stats().started == 0);
+}
+
+TEST_CASE("prespawned: config values out of range are refused naming the field", "[prespawned]") {
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.per_key = 0}), Catch::Contains("prespawned.per_key"));
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.idle_timeout = 0ms}), Catch::Contains("prespawned.idle_timeout"));
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.max_keys = 0}), Catch::Contains("prespawned.max_keys"));
+}
