@@ -11,6 +11,10 @@
 // pairs the default fork_exec executor with the same executor configured for
 // process_group containment in every iteration; its `ratio` is the cost of
 // default containment per call (issue 10: at most 1.05).
+//
+// `spawn/true/prespawned[+landlock:read-only]`: the same cases over the
+// prespawned spawn policy, pool full at the start; `warm_share` is the share
+// of its calls a waiting process served (the rest went cold).
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/local_executor.hpp>
 
@@ -22,6 +26,10 @@
 #if __has_include(<bashexec/confinement/landlock.hpp>) && defined(BASHEXEC_BENCH_HAS_FORK_EXEC)
 #include <bashexec/confinement/landlock.hpp>
 #define BASHEXEC_BENCH_HAS_LANDLOCK 1
+#endif
+#if __has_include(<bashexec/spawn/prespawned.hpp>) && defined(BASHEXEC_BENCH_HAS_FORK_EXEC)
+#include <bashexec/spawn/prespawned.hpp>
+#define BASHEXEC_BENCH_HAS_PRESPAWNED 1
 #endif
 #if __has_include(<bashexec/confinement/bwrap.hpp>)
 #include <bashexec/confinement/bwrap.hpp>
@@ -103,6 +111,7 @@ rotation_totals<sizeof...(Measure)> rotate(benchmark::State& state, std::size_t 
 template <class Policies>
 void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> mode) {
   rotation_totals<3> totals;
+  double warm_share = -1;
   try {
     bashexec::local_executor local;
     bashexec::basic_executor<Policies> subject;
@@ -111,9 +120,18 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
     run_true(subject, subject_spec);  // warm-up: page cache, a chain's probe, first-use allocations
     run_true(local, local_spec);
     raw_true();
+    // A pool (prespawned): its key is known after the warm-up call; start
+    // with it full. Refill runs between the subject's calls, while the floor
+    // and local_executor are measured.
+    if constexpr (requires { subject.spawner().wait_until_warm(std::chrono::seconds(5)); })
+      subject.spawner().wait_until_warm(std::chrono::seconds(5));
     totals = rotate(
         state, 2, [] { return raw_true(); }, [&] { return run_true(local, local_spec); },
         [&] { return run_true(subject, subject_spec); });
+    if constexpr (requires { subject.spawner().stats(); }) {
+      const auto stats = subject.spawner().stats();
+      warm_share = static_cast<double>(stats.warm) / static_cast<double>(stats.warm + stats.cold);
+    }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -123,6 +141,8 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
   state.counters["local_us"] = totals.mean_us(1);
   state.counters["ratio"] = totals.seconds[2] / totals.seconds[0];
   state.counters["ratio_local"] = totals.seconds[2] / totals.seconds[1];
+  // A pool: the share of the subject's calls a waiting process served.
+  if (warm_share >= 0) state.counters["warm_share"] = warm_share;
   // A fork-based spawn copies the host's page tables: its cost grows with this.
   state.counters["host_rss_MiB"] = static_cast<double>(rss_bytes()) / (1 << 20);
 }
@@ -204,6 +224,14 @@ void register_spawn() {
   using landlock_policies = policies<spawn_with<fork_exec>, confine_with<landlock>>;
   add("spawn/true/landlock:read-only", spawn_case<landlock_policies>, sandbox_mode::read_only, 150);
   add("spawn/true/landlock:workspace-write", spawn_case<landlock_policies>, sandbox_mode::workspace_write, 150);
+#endif
+#ifdef BASHEXEC_BENCH_HAS_PRESPAWNED
+  // Issue 14: a warm pool (2 per key) against the same cold floor.
+  add("spawn/true/prespawned", spawn_case<policies<spawn_with<prespawned>>>, std::nullopt, 150);
+#ifdef BASHEXEC_BENCH_HAS_LANDLOCK
+  add("spawn/true/prespawned+landlock:read-only", spawn_case<policies<spawn_with<prespawned>, confine_with<landlock>>>,
+      sandbox_mode::read_only, 150);
+#endif
 #endif
 #ifdef BASHEXEC_BENCH_HAS_BWRAP
   add("spawn/true/bwrap:read-only", spawn_case<policies<confine_with<bwrap>>>, sandbox_mode::read_only, 60);

@@ -123,9 +123,8 @@ struct clone3_args {
 };
 
 /// Which child step failed; travels through the error pipe.
-/// `receive`: a prespawned process could not read its command; `claimed`
-/// is no failure: a prespawned process's "got it" (detail/prespawn_child.hpp).
-enum class child_stage : int { claimed = 0, setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup, receive };
+/// `receive`: a prespawned process could not read its command (detail/prespawn_child.hpp).
+enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup, receive };
 
 struct child_report {
   child_stage stage;

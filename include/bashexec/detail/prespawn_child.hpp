@@ -13,8 +13,9 @@
 //      (SCM_RIGHTS: stdin, stdout, stderr, then the inherited ones, in target
 //      order) and then reads the payload — argv, env and workdir as
 //      NUL-terminated strings — into an anonymous mapping (no malloc: the
-//      parent may have had many threads at the fork), and answers with a
-//      `child_report` of stage `claimed` ("got it");
+//      parent may have had many threads at the fork), and sets a flag in a
+//      page shared with the parent ("got it": a later end of file means the
+//      exec happened, not a death before the command arrived);
 //   4. child_finish: renumbering, chdir, close-on-exec, limits, execve of
 //      exactly the plan's argv. The socket is close-on-exec, so the parent
 //      reads EOF once the exec happened, or a `child_report` when a step
@@ -85,8 +86,8 @@ inline bool read_exactly(int fd, char* to, std::size_t size) noexcept {
 /// The waiting process. `ctx` carries the key's hooks and limits and, as
 /// `error_fd`, this process's end of the socket; its cgroup_procs_fd is -1
 /// (the parent moves the process into the call's cgroup before it sends the
-/// claim). Never returns.
-[[noreturn]] inline void waiting_child_main(child_context ctx) noexcept {
+/// claim). `claimed` lies in a page shared with the parent. Never returns.
+[[noreturn]] inline void waiting_child_main(child_context ctx, int* claimed) noexcept {
   child_enter(ctx);
   const int channel = ctx.error_fd;
   close_all_but(channel);
@@ -156,10 +157,10 @@ inline bool read_exactly(int fd, char* to, std::size_t size) noexcept {
   if (!workdir) child_fail(channel, child_stage::receive, EPROTO);
 
   // "Got it": from here on the parent knows the command reached a live
-  // process, so a silent end of file means the exec happened.
-  const child_report claimed{child_stage::claimed, 0, 0};
-  while (::syscall(SYS_write, channel, &claimed, sizeof claimed) < 0 && errno == EINTR) {
-  }
+  // process, so a silent end of file means the exec happened. A flag in
+  // memory shared with the parent rather than a message: the parent reads
+  // it after the end of file, and is not woken once more for it.
+  __atomic_store_n(claimed, 1, __ATOMIC_RELEASE);
 
   ctx.path = argv[0];
   ctx.argv = argv;

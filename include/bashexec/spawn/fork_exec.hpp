@@ -85,8 +85,6 @@ namespace detail {
       throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
     case child_stage::receive:
       throw infrastructure_error(fmt::format("prespawned: receive the command: {}", text));
-    case child_stage::claimed:
-      break;
   }
   throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
                                          static_cast<int>(report.stage), text));

@@ -44,10 +44,12 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,17 +80,31 @@ struct warm_process {
   pid_t pid = -1;
   unique_fd pidfd;
   unique_fd channel;
+  /// A page shared with the process: its first int is set once the process
+  /// has read its command (detail/prespawn_child.hpp).
+  void* shared = nullptr;
 
   warm_process() = default;
-  warm_process(warm_process&&) noexcept = default;
+  warm_process(warm_process&& other) noexcept
+      : pid(other.pid),
+        pidfd(std::move(other.pidfd)),
+        channel(std::move(other.channel)),
+        shared(std::exchange(other.shared, nullptr)) {}
   warm_process& operator=(warm_process&& other) noexcept {
     discard();
     pid = other.pid;
     pidfd = std::move(other.pidfd);
     channel = std::move(other.channel);
+    shared = std::exchange(other.shared, nullptr);
     return *this;
   }
-  ~warm_process() { discard(); }
+  ~warm_process() {
+    discard();
+    if (shared) ::munmap(shared, shared_bytes);
+  }
+
+  static constexpr std::size_t shared_bytes = 4096;
+  bool claimed() const noexcept { return __atomic_load_n(static_cast<int*>(shared), __ATOMIC_ACQUIRE) != 0; }
 
   /// SIGKILL through the pidfd (never a pid that may have been reused),
   /// then the reap.
@@ -135,6 +151,14 @@ inline warm_process start_warm_process(const prespawn_entry& entry) {
   unique_fd parent_end(ends[0]);
   unique_fd child_end(ends[1]);
 
+  warm_process process;
+  process.shared = ::mmap(nullptr, warm_process::shared_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+  if (process.shared == MAP_FAILED) {
+    process.shared = nullptr;
+    throw_syscall("mmap (prespawned flag)");
+  }
+  int* const claimed = static_cast<int*>(process.shared);
   child_context ctx;
   ctx.error_fd = child_end.get();
   ctx.hooks = entry.hooks.begin();
@@ -144,12 +168,11 @@ inline warm_process start_warm_process(const prespawn_entry& entry) {
   real_fork forked = [&] {
     all_signals_blocked blocked;
     real_fork f;
-    if (f.pid == 0) waiting_child_main(ctx);
+    if (f.pid == 0) waiting_child_main(ctx, claimed);
     return f;
   }();
   child_end.reset();
   if (forked.pid < 0) throw_syscall(forked.call, forked.error);
-  warm_process process;
   process.pid = forked.pid;
   if (forked.pidfd >= 0) {
     process.pidfd.reset(forked.pidfd);
@@ -237,6 +260,12 @@ class prespawned {
     for (;;) {
       std::optional<detail::warm_process> process = pool_->take(plan);
       if (!process) break;
+      // The refill waits until this claim is done: forking the next
+      // process meanwhile would compete with this one for the CPU.
+      struct refill_after {
+        pool& p;
+        ~refill_after() { p.wake.notify_one(); }
+      } refill{*pool_};
       if (auto handle = claim(std::move(*process), plan)) {
         pool_->count(&counters::warm);
         return std::move(*handle);
@@ -335,10 +364,11 @@ class prespawned {
         detail::send_all(channel, payload.data(), payload.size());
     }
 
-    // "Got it", then end of file at the exec — or a failed step's report.
+    // End of file at the exec — or a failed step's report. End of file
+    // without the "got it" flag: it died before it read the command.
     detail::child_report report{};
-    if (!detail::read_report(channel, report)) return std::nullopt;  // died before it got the command
-    if (report.stage == detail::child_stage::claimed && !detail::read_report(channel, report)) {
+    if (!detail::read_report(channel, report)) {
+      if (!process.claimed()) return std::nullopt;
       process.channel.reset();
       process_handle handle(process.pid, std::move(process.pidfd));
       return handle;
@@ -401,8 +431,10 @@ class prespawned {
       }
       auto& entry = **found;
       entry.last_used = now;
-      wake.notify_one();
-      if (entry.ready.empty()) return std::nullopt;
+      if (entry.ready.empty()) {
+        wake.notify_one();
+        return std::nullopt;
+      }
       detail::warm_process process = std::move(entry.ready.front());
       entry.ready.pop_front();
       return process;
