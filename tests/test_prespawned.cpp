@@ -145,12 +145,12 @@ launch_plan true_plan() {
 
 }  // namespace
 
-TEST_CASE("prespawned: an unconfined command from the pool runs byte for byte like a cold bash -c",
+TEST_CASE("prespawned: an unconfined command from the pool runs byte for byte like a cold bash -c (contract 2-8)",
           "[prespawned]") {
   check_equivalence<cold_unconfined, warm_unconfined>(std::nullopt);
 }
 
-TEST_CASE("prespawned: a Landlock read-only command from the pool runs byte for byte like a cold one",
+TEST_CASE("prespawned: a Landlock read-only command from the pool runs byte for byte like a cold one (contract 13-16)",
           "[prespawned]") {
   if (landlock::abi() < 1) {
     WARN("skipped: no Landlock on this kernel (" << landlock::remedy << ")");
@@ -159,7 +159,7 @@ TEST_CASE("prespawned: a Landlock read-only command from the pool runs byte for 
   check_equivalence<cold_landlock, warm_landlock>(sandbox_mode::read_only);
 }
 
-TEST_CASE("prespawned: a waiting process holds one descriptor, its own socket, and nothing of the host",
+TEST_CASE("prespawned: a waiting process holds one descriptor, its own socket, and nothing of the host (contract 8)",
           "[prespawned]") {
   {
     const prespawned pool(prespawned::config{.per_key = 3});
@@ -183,7 +183,7 @@ TEST_CASE("prespawned: a waiting process holds one descriptor, its own socket, a
   CHECK(no_children_left());
 }
 
-TEST_CASE("prespawned: the policy's end kills and reaps every waiting process and leaves no descriptor",
+TEST_CASE("prespawned: the policy's end kills and reaps every waiting process and leaves no descriptor (contract 12)",
           "[prespawned]") {
   const std::size_t fds_before = open_fd_count();
   {
