@@ -49,9 +49,11 @@ if(BASHEXEC_TSAN_TESTS)
 endif()
 
 # --- the hardening tests again as an ordinary user (root runs the rest) ------
+# Cases tagged [once] prove something that does not depend on the user and
+# run as root only.
 add_test(NAME test_hardening_unprivileged
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening> --warn NoTests
-          "[hardening]")
+          "[hardening]~[once]")
 set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77)
 
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
