@@ -13,7 +13,8 @@
 # Targets run side by side, one per core (two at most).
 #
 # Environment: FUZZ_SECONDS (per target, default 45), FUZZ_CXX (default
-# clang++-14), BASHEXEC_FUZZ_BUILD_DIR (default build/fuzz). New corpus
+# clang++-14), BASHEXEC_FUZZ_BUILD_DIR (default build/fuzz), FUZZ_BUILD_ONLY=1
+# (build the targets and stop). New corpus
 # entries found along the way stay in <build>/corpus/, not in the repository.
 set -euo pipefail
 
@@ -26,6 +27,10 @@ jobs=$(nproc)
 
 cmake -S "$root/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs"
+if [[ ${FUZZ_BUILD_ONLY:-0} == 1 ]]; then
+  echo "run-fuzz: targets built in $build"
+  exit 0
+fi
 
 # Symbolized reports; leaks count as failures; UB aborts (-fno-sanitize-recover).
 if symbolizer=$(command -v llvm-symbolizer-14 || command -v llvm-symbolizer); then
