@@ -27,13 +27,18 @@ unset(CMAKE_REQUIRED_LINK_OPTIONS)
 option(BASHEXEC_TSAN_TESTS "Build the [concurrency] tests under ThreadSanitizer (test_*_tsan)" ${BASHEXEC_HAVE_TSAN})
 set(BASHEXEC_TSAN_SOURCES test_concurrency test_background test_confinement_policies)
 if(BASHEXEC_TSAN_TESTS)
+  # One instrumented Catch2 main for the three (it is the costliest file to
+  # compile): everything in each binary is instrumented.
+  add_library(bashexec_catch_main_tsan STATIC catch_main.cpp)
+  target_link_libraries(bashexec_catch_main_tsan PUBLIC Catch2::Catch2)
+  target_compile_features(bashexec_catch_main_tsan PUBLIC cxx_std_20)
+  target_compile_options(bashexec_catch_main_tsan PUBLIC -fsanitize=thread -g -O1)
+  target_link_options(bashexec_catch_main_tsan PUBLIC -fsanitize=thread)
   foreach(source IN LISTS BASHEXEC_TSAN_SOURCES)
-    # Its own Catch2 main: everything in the binary is instrumented.
-    add_executable(${source}_tsan ${source}.cpp catch_main.cpp)
-    target_link_libraries(${source}_tsan PRIVATE bashexec_tools Catch2::Catch2)
+    add_executable(${source}_tsan ${source}.cpp)
+    target_link_libraries(${source}_tsan PRIVATE bashexec_tools bashexec_catch_main_tsan)
     target_include_directories(${source}_tsan PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-    target_compile_options(${source}_tsan PRIVATE ${BASHEXEC_WARNINGS} -fsanitize=thread -g -O1)
-    target_link_options(${source}_tsan PRIVATE -fsanitize=thread)
+    target_compile_options(${source}_tsan PRIVATE ${BASHEXEC_WARNINGS})
     # --warn NoTests: a file whose [concurrency] tag went away fails loudly.
     add_test(NAME ${source}_tsan COMMAND ${source}_tsan "[concurrency]" --warn NoTests)
     set_tests_properties(${source}_tsan PROPERTIES
@@ -44,9 +49,11 @@ if(BASHEXEC_TSAN_TESTS)
 endif()
 
 # --- the hardening tests again as an ordinary user (root runs the rest) ------
+# Cases tagged [once] prove something that does not depend on the user and
+# run as root only.
 add_test(NAME test_hardening_unprivileged
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening> --warn NoTests
-          "[hardening]")
+          "[hardening]~[once]")
 set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77)
 
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
