@@ -75,7 +75,7 @@ class json_lines_server : public line_transport {
   /// Stops reading and aborts the calls in flight; `serve` then returns.
   /// Safe from any thread (a signal-watching thread, say).
   void stop() noexcept {
-    close();
+    stop_transport();
     approvals_.close();
   }
 

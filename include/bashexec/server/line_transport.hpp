@@ -49,7 +49,7 @@ class line_transport {
   }
 
   /// Stops reading and stops the calls in flight (safe from any thread).
-  void close() noexcept {
+  void stop_transport() noexcept {
     closing_.set();
     pool_.stop();
   }

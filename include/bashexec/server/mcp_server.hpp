@@ -91,7 +91,7 @@ class mcp_server : public line_transport {
   /// Stops reading and aborts the calls in flight; `serve` then returns.
   /// Safe from any thread (a signal-watching thread, say).
   void stop() noexcept {
-    close();
+    stop_transport();
     questions_.cancel_all();
     wake_ticker();
   }
