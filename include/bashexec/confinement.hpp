@@ -34,6 +34,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -67,6 +68,15 @@ concept confinement_policy = requires {
   typename C::config;
 } && std::default_initializable<typename C::config> &&
                              std::constructible_from<C, const sandbox_config&, const typename C::config&>;
+
+namespace detail {
+/// What `prepare` does first: danger-full-access is never confined, so a
+/// caller asking `policy` to prepare it is a bug (std::invalid_argument).
+inline void refuse_unconfined_mode(std::string_view policy, sandbox_mode mode) {
+  if (mode == sandbox_mode::danger_full_access)
+    throw std::invalid_argument(std::string(policy) + ": danger-full-access is not confined; do not prepare it");
+}
+}  // namespace detail
 
 /// Checks a confinement's own configuration: its `validate()` when it has one
 /// (std::invalid_argument naming the field), else nothing.

@@ -6,6 +6,8 @@
 
 #include <string_view>
 
+#include "bashexec/detail/enum_names.hpp"
+
 namespace bashexec {
 
 /// What an executor contains its commands with (executor_config::containment).
@@ -32,14 +34,11 @@ enum class process_containment {
   cgroup,
 };
 
-constexpr std::string_view to_string(process_containment containment) noexcept {
-  switch (containment) {
-    case process_containment::automatic: return "automatic";
-    case process_containment::process_group: return "process_group";
-    case process_containment::cgroup: return "cgroup";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<process_containment> {
+  static constexpr enum_table<process_containment, 3> table{{{process_containment::automatic, "automatic"},
+      {process_containment::process_group, "process_group"}, {process_containment::cgroup, "cgroup"}}};
+};
 
 /// The mechanism that contained one run or task (run_result::containment,
 /// task_snapshot::containment): what its kills, its leftover rule and the
@@ -57,13 +56,10 @@ enum class containment_mechanism {
   pid_namespace,
 };
 
-constexpr std::string_view to_string(containment_mechanism mechanism) noexcept {
-  switch (mechanism) {
-    case containment_mechanism::process_group: return "process_group";
-    case containment_mechanism::cgroup: return "cgroup";
-    case containment_mechanism::pid_namespace: return "pid_namespace";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<containment_mechanism> {
+  static constexpr enum_table<containment_mechanism, 3> table{{{containment_mechanism::process_group, "process_group"},
+      {containment_mechanism::cgroup, "cgroup"}, {containment_mechanism::pid_namespace, "pid_namespace"}}};
+};
 
 }  // namespace bashexec

@@ -1,6 +1,6 @@
 // confinement/bwrap: confinement by bubblewrap (docs/contract.md item 13, 14,
-// 16). The profile itself is built by detail/bwrap_profile.hpp, which
-// `runner_command` reuses. Own configuration: `bwrap::config::program`.
+// 16). The profile itself is built by detail/bwrap_profile.hpp and applied
+// by detail/bwrap_style.hpp, which `runner_command` shares. Own configuration: `bwrap::config::program`.
 //
 // Profile: `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL
 // --die-with-parent`:
@@ -71,7 +71,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/bwrap_style.hpp"
 #include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/status_pipe.hpp"
 #include "bashexec/detail/text_match.hpp"
@@ -81,10 +81,8 @@
 
 namespace bashexec {
 
-class bwrap {
+class bwrap : public detail::bwrap_style {
  public:
-  static constexpr bool confines = true;
-  static constexpr bool needs_pre_exec = false;
   static constexpr std::string_view name = "bwrap";
   /// What a denied file effect reads like on stderr (EROFS).
   static constexpr std::array<std::string_view, 1> denial_dialects{"read-only file system"};
@@ -108,11 +106,10 @@ class bwrap {
   /// (prepare reports it), so a chain can still be built.
   explicit bwrap(const sandbox_config& shared) : bwrap(shared, config{}) {}
   bwrap(const sandbox_config& shared, const config& own)
-      : configured_(own.program),
+      : bwrap_style(shared),
+        configured_(own.program),
         program_(detail::find_program(own.program)),
-        setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt),
-        protected_(shared.protected_paths),
-        network_(shared.network) {}
+        setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt) {}
 
   /// The resolved absolute bwrap path, empty when none was found.
   const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
@@ -121,8 +118,7 @@ class bwrap {
   /// pipe's write end is appended to `plan.inherited_fds` and also held by
   /// `keep_alive` (which may be released as soon as the spawn returned).
   confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
-    if (mode == sandbox_mode::danger_full_access)
-      throw std::invalid_argument("bwrap: danger-full-access is not confined; do not prepare it");
+    confined_launch launch = confined_launch_for(name, mode);
     if (!program_)
       throw sandbox_unavailable(
           mode, fmt::format("bwrap cannot confine {} mode: bubblewrap program \"{}\" not found or not executable; {}",
@@ -132,20 +128,12 @@ class bwrap {
     const std::size_t status_fd = 3 + plan.inherited_fds.size();
     plan.inherited_fds.push_back(status.write.get());
 
-    std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
-    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
-    argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
+    std::vector<std::string> setpriv;  // root: empty the bounding set too (see the header comment)
     if (setpriv_)
-      argv.insert(argv.end(), {"--cap-add", "CAP_SETPCAP", "--", setpriv_->string(), "--bounding-set=-all",
-                               "--inh-caps=-all", "--ambient-caps=-all"});
-    argv.emplace_back("--");
-    argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
-    plan.argv = std::move(argv);
+      setpriv = {"--cap-add", "CAP_SETPCAP", "--", setpriv_->string(), "--bounding-set=-all", "--inh-caps=-all",
+                 "--ambient-caps=-all"};
+    wrap(plan, mode, root, {program_->string(), "--json-status-fd", std::to_string(status_fd)}, std::move(setpriv));
 
-    confined_launch launch;
-    launch.pid_namespace = true;  // the profile's --unshare-pid
-    launch.info.mode = mode;
-    launch.info.level = enforcement::full;
     launch.status = std::move(status.read);
     launch.keep_alive = std::make_shared<detail::unique_fd>(std::move(status.write));
     return launch;
@@ -184,8 +172,6 @@ class bwrap {
   std::filesystem::path configured_;
   std::optional<std::filesystem::path> program_;
   std::optional<std::filesystem::path> setpriv_;  // privileged bwrap: empties the bounding set
-  std::vector<std::filesystem::path> protected_;
-  network_access network_;
 };
 
 static_assert(confining_policy<bwrap>);

@@ -234,8 +234,7 @@ class landlock {
   static int abi() noexcept { return detail::landlock_abi(); }
 
   confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
-    if (mode == sandbox_mode::danger_full_access)
-      throw std::invalid_argument("landlock: danger-full-access is not confined; do not prepare it");
+    detail::refuse_unconfined_mode(name, mode);
     const int version = abi();
     if (version < 0) throw sandbox_unavailable(mode, unavailable_message(mode, -version));
 

@@ -2,6 +2,7 @@
 // (docs/contract.md item 13, 14, 16), configured by `runner_command::config`
 // (`argv`, `failure_signatures`). argv becomes
 //   config.argv…, <the bwrap profile of detail/bwrap_profile.hpp>, "--", argv…
+// (applied by detail/bwrap_style.hpp, which `bwrap` shares)
 // (protected paths included: each existing one is `--ro-bind`ed read-only;
 // a confined `sandbox.network` adds `--unshare-net`, which the runner must
 // therefore understand — see bwrap.hpp for what it promises).
@@ -42,7 +43,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/bwrap_style.hpp"
 #include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/status_pipe.hpp"
 #include "bashexec/detail/text_match.hpp"
@@ -52,10 +53,8 @@
 
 namespace bashexec {
 
-class runner_command {
+class runner_command : public detail::bwrap_style {
  public:
-  static constexpr bool confines = true;
-  static constexpr bool needs_pre_exec = false;
   static constexpr std::string_view name = "runner_command";
   /// A bwrap-compatible runner may speak either backend's dialect.
   static constexpr std::array<std::string_view, 2> denial_dialects{"read-only file system", "permission denied"};
@@ -91,7 +90,7 @@ class runner_command {
   /// Throws std::invalid_argument when `own.argv` or `own.failure_signatures`
   /// is empty, or a signature is blank.
   explicit runner_command(const sandbox_config& shared, const config& own)
-      : argv_(own.argv), signatures_(own.failure_signatures), protected_(shared.protected_paths), network_(shared.network) {
+      : bwrap_style(shared), argv_(own.argv), signatures_(own.failure_signatures) {
     if (argv_.empty() || argv_.front().empty())
       throw std::invalid_argument("runner_command.argv must name the runner program");
     if (signatures_.empty())
@@ -106,14 +105,8 @@ class runner_command {
   const std::vector<std::string>& failure_signatures() const noexcept { return signatures_; }
 
   confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
-    if (mode == sandbox_mode::danger_full_access)
-      throw std::invalid_argument("runner_command: danger-full-access is not confined; do not prepare it");
+    confined_launch launch = confined_launch_for(name, mode);
     if (plan.argv.empty()) throw std::invalid_argument("runner_command: the launch plan has no argv");
-
-    confined_launch launch;
-    launch.pid_namespace = true;  // the profile's --unshare-pid
-    launch.info.mode = mode;
-    launch.info.level = enforcement::full;
 
     std::vector<std::string> argv;
     if (program_) {
@@ -128,11 +121,7 @@ class runner_command {
       launch.status = std::move(marker.read);
     }
     argv.insert(argv.end(), argv_.begin() + 1, argv_.end());
-    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
-    argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
-    argv.emplace_back("--");
-    argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
-    plan.argv = std::move(argv);
+    wrap(plan, mode, root, std::move(argv));
     return launch;
   }
 
@@ -167,8 +156,6 @@ class runner_command {
  private:
   std::vector<std::string> argv_;
   std::vector<std::string> signatures_;
-  std::vector<std::filesystem::path> protected_;
-  network_access network_;
   std::optional<std::filesystem::path> program_;
 };
 
