@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/containment.hpp"
 #include "bashexec/network_access.hpp"

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/enum_names.hpp"
 

@@ -4,7 +4,7 @@
 #include <csignal>
 #include <string>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 namespace bashexec {
 

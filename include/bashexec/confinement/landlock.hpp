@@ -119,7 +119,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"

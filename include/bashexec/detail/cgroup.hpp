@@ -37,7 +37,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/process_group.hpp"
 #include "bashexec/detail/cgroup_mount.hpp"

@@ -44,7 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/posix_spawn_setup.hpp"
 #include "bashexec/detail/unique_fd.hpp"

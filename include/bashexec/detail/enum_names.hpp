@@ -13,7 +13,9 @@
 #include <string_view>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
+
+#include "bashexec/detail/text_formatter.hpp"
 
 namespace bashexec::detail {
 
@@ -76,10 +78,8 @@ Enum value_named_or_throw(const enum_table<Enum, N>& table, std::string_view tex
 /// Formats an enum as its `to_string` spelling: the base of each enum's
 /// fmt::formatter specialisation.
 template <class Enum>
-struct enum_formatter : fmt::formatter<std::string_view> {
-  auto format(Enum value, fmt::format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(to_string(value), ctx);
-  }
+struct enum_formatter : text_formatter {
+  auto format(Enum value, fmt::format_context& ctx) const { return format_text(to_string(value), ctx); }
 };
 
 }  // namespace bashexec::detail

@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/cgroup.hpp"
 #include "bashexec/detail/cgroup_guardian.hpp"

@@ -11,7 +11,7 @@
 #include <csignal>
 #include <spawn.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"

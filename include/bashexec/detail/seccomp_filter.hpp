@@ -59,6 +59,7 @@
 
 #include <array>
 #include <cerrno>
+#include <memory>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>

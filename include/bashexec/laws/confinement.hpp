@@ -31,7 +31,7 @@
 #include <string>
 #include <system_error>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/basic_executor.hpp"
 #include "bashexec/errors.hpp"

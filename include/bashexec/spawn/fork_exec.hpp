@@ -41,7 +41,7 @@
 #include <boost/hana/set.hpp>
 #include <boost/hana/type.hpp>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/c_strings.hpp"
 #include "bashexec/detail/fork_exec_child.hpp"

@@ -14,7 +14,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/c_strings.hpp"
 #include "bashexec/detail/pidfd.hpp"

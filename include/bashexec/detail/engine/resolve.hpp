@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/errors.hpp"

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/spill_directory.hpp"

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/reactor.hpp"

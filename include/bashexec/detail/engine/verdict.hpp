@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/pidfd.hpp"

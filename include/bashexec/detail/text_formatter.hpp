@@ -1,0 +1,39 @@
+// detail/text_formatter: the base of bashexec's {fmt} formatters (the ids and
+// the vocabulary enums). It formats a value as its text and honours a string
+// spec (`{:>12}`, `{:.3}`) while needing only <fmt/core.h>: in fmt 9,
+// formatter<string_view>::format is defined in <fmt/format.h>, whose parse
+// alone is a sixth of the umbrella header's compile time. A spec, which no
+// caller in the tree uses, is replayed through fmt's compiled vformat_to.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include <fmt/core.h>
+
+namespace bashexec::detail {
+
+struct text_formatter {
+  /// What stood between ':' and '}' in the replacement field.
+  std::string_view spec;
+
+  constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) {
+    auto it = ctx.begin();
+    while (it != ctx.end() && *it != '}') {
+      if (*it == '{') ctx.on_error("bashexec formatters take no nested replacement field");
+      ++it;
+    }
+    spec = std::string_view(ctx.begin(), static_cast<std::size_t>(it - ctx.begin()));
+    return it;
+  }
+
+  auto format_text(std::string_view text, fmt::format_context& ctx) const -> decltype(ctx.out()) {
+    if (spec.empty()) return std::copy(text.begin(), text.end(), ctx.out());
+    std::string pattern = "{:";
+    pattern.append(spec).push_back('}');
+    return fmt::vformat_to(ctx.out(), pattern, fmt::make_format_args(text));
+  }
+};
+
+}  // namespace bashexec::detail
