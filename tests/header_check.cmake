@@ -19,6 +19,9 @@
 
 file(GLOB_RECURSE header_check_headers CONFIGURE_DEPENDS
   RELATIVE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/include/bashexec/*.hpp)
+# src.hpp is the separately compiled mode's one translation unit, which
+# bashexec::compiled builds; it refuses the header-only mode by design.
+list(REMOVE_ITEM header_check_headers bashexec/src.hpp)
 
 # The direct library includes of each header (`direct_<id>`).
 foreach(header IN LISTS header_check_headers)
@@ -114,3 +117,19 @@ target_link_libraries(bashexec_header_check PRIVATE bashexec_tools)
 target_compile_options(bashexec_header_check PRIVATE ${BASHEXEC_WARNINGS})
 add_test(NAME header_self_containment
   COMMAND ${CMAKE_COMMAND} --build ${PROJECT_BINARY_DIR} --target bashexec_header_check)
+
+# The same chains in the separately compiled mode, where a header without its
+# impl/*.ipp must still carry every include its declarations need.
+if(TARGET bashexec_compiled)
+  add_library(bashexec_header_check_compiled OBJECT ${header_check_sources})
+  target_link_libraries(bashexec_header_check_compiled PRIVATE bashexec_tools)
+  target_compile_definitions(bashexec_header_check_compiled PRIVATE BASHEXEC_SEPARATE_COMPILATION)
+  target_compile_options(bashexec_header_check_compiled PRIVATE ${BASHEXEC_WARNINGS})
+  add_test(NAME header_self_containment_compiled
+    COMMAND ${CMAKE_COMMAND} --build ${PROJECT_BINARY_DIR} --target bashexec_header_check_compiled)
+endif()
+
+# Every impl/*.ipp is compiled by bashexec::compiled: src.hpp lists each one.
+add_test(NAME separate_compilation_lists_every_ipp
+  COMMAND ${CMAKE_COMMAND} -DINCLUDE_DIR=${PROJECT_SOURCE_DIR}/include
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/check_src_lists_ipp.cmake)
