@@ -10,6 +10,13 @@
 
 namespace bashexec {
 
+namespace detail {
+/// The spellings the two enums below share: `process_group` and `cgroup` name
+/// the same mechanism whether configured or reported, so they are spelled once.
+inline constexpr std::string_view process_group_spelling = "process_group";
+inline constexpr std::string_view cgroup_spelling = "cgroup";
+}  // namespace detail
+
 /// What an executor contains its commands with (executor_config::containment).
 enum class process_containment {
   /// The default: `cgroup` where it works, else `process_group`, decided once
@@ -37,7 +44,8 @@ enum class process_containment {
 template <>
 struct detail::enum_names<process_containment> {
   static constexpr enum_table<process_containment, 3> table{{{process_containment::automatic, "automatic"},
-      {process_containment::process_group, "process_group"}, {process_containment::cgroup, "cgroup"}}};
+      {process_containment::process_group, process_group_spelling},
+      {process_containment::cgroup, cgroup_spelling}}};
 };
 
 /// The mechanism that contained one run or task (run_result::containment,
@@ -58,8 +66,9 @@ enum class containment_mechanism {
 
 template <>
 struct detail::enum_names<containment_mechanism> {
-  static constexpr enum_table<containment_mechanism, 3> table{{{containment_mechanism::process_group, "process_group"},
-      {containment_mechanism::cgroup, "cgroup"}, {containment_mechanism::pid_namespace, "pid_namespace"}}};
+  static constexpr enum_table<containment_mechanism, 3> table{{{containment_mechanism::process_group,
+      process_group_spelling}, {containment_mechanism::cgroup, cgroup_spelling},
+      {containment_mechanism::pid_namespace, "pid_namespace"}}};
 };
 
 }  // namespace bashexec
