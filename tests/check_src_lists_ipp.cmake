@@ -3,6 +3,7 @@
 # would be missing from bashexec::compiled and show up only as a link error
 # in whichever program first calls them.
 #   cmake -DINCLUDE_DIR=<repo>/include -P check_src_lists_ipp.cmake
+cmake_minimum_required(VERSION 3.20)  # IN_LIST (policy CMP0057) in script mode
 file(GLOB_RECURSE ipps RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/bashexec/*.ipp)
 file(STRINGS ${INCLUDE_DIR}/bashexec/src.hpp listed REGEX "^#include \"bashexec/.*\\.ipp\"")
 list(TRANSFORM listed REPLACE "^#include \"([^\"]+)\".*" "\\1")
