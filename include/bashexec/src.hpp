@@ -16,5 +16,6 @@
 #include "bashexec/detail/impl/cgroup.ipp"
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
+#include "bashexec/detail/impl/executor_cgroup.ipp"
 // -- end --
 // clang-format on
