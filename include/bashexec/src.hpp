@@ -14,6 +14,7 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/bwrap_profile.ipp"
+#include "bashexec/detail/impl/bwrap_style.ipp"
 #include "bashexec/detail/impl/cgroup.ipp"
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
