@@ -12,6 +12,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
+#include "bashexec/detail/bwrap_profile.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
