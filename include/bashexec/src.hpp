@@ -13,6 +13,7 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/confinement/impl/bwrap.ipp"
 #include "bashexec/detail/impl/bwrap_profile.ipp"
 #include "bashexec/detail/impl/bwrap_style.ipp"
 #include "bashexec/detail/impl/cgroup.ipp"
