@@ -14,6 +14,7 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/confinement/impl/bwrap.ipp"
+#include "bashexec/confinement/impl/runner_command.ipp"
 #include "bashexec/detail/impl/bwrap_profile.ipp"
 #include "bashexec/detail/impl/bwrap_style.ipp"
 #include "bashexec/detail/impl/cgroup.ipp"
