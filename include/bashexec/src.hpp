@@ -21,5 +21,6 @@
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
 #include "bashexec/detail/impl/executor_cgroup.ipp"
+#include "bashexec/impl/confinement.ipp"
 // -- end --
 // clang-format on
