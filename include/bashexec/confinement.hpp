@@ -34,11 +34,11 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 #include "bashexec/result.hpp"
 
@@ -72,10 +72,7 @@ concept confinement_policy = requires {
 namespace detail {
 /// What `prepare` does first: danger-full-access is never confined, so a
 /// caller asking `policy` to prepare it is a bug (std::invalid_argument).
-inline void refuse_unconfined_mode(std::string_view policy, sandbox_mode mode) {
-  if (mode == sandbox_mode::danger_full_access)
-    throw std::invalid_argument(std::string(policy) + ": danger-full-access is not confined; do not prepare it");
-}
+BASHEXEC_DECL void refuse_unconfined_mode(std::string_view policy, sandbox_mode mode);
 }  // namespace detail
 
 /// Checks a confinement's own configuration: its `validate()` when it has one
@@ -96,3 +93,7 @@ concept confining_policy =
     };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/confinement.ipp"
+#endif

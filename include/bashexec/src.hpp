@@ -13,5 +13,14 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/confinement/impl/bwrap.ipp"
+#include "bashexec/confinement/impl/runner_command.ipp"
+#include "bashexec/detail/impl/bwrap_profile.ipp"
+#include "bashexec/detail/impl/bwrap_style.ipp"
+#include "bashexec/detail/impl/cgroup.ipp"
+#include "bashexec/detail/impl/cgroup_guardian.ipp"
+#include "bashexec/detail/impl/cgroup_mount.ipp"
+#include "bashexec/detail/impl/executor_cgroup.ipp"
+#include "bashexec/impl/confinement.ipp"
 // -- end --
 // clang-format on

@@ -6,16 +6,14 @@
 #pragma once
 
 #include <filesystem>
-#include <iterator>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec::detail {
@@ -32,26 +30,11 @@ class bwrap_style {
   /// The launch every bwrap-style spawn starts from: `mode` at full
   /// enforcement, in the profile's pid namespace (`--unshare-pid`). Refuses
   /// danger-full-access, which is never confined (`policy` names the caller).
-  static confined_launch confined_launch_for(std::string_view policy, sandbox_mode mode) {
-    refuse_unconfined_mode(policy, mode);
-    confined_launch launch;
-    launch.pid_namespace = true;
-    launch.info.mode = mode;
-    launch.info.level = enforcement::full;
-    return launch;
-  }
+  static confined_launch confined_launch_for(std::string_view policy, sandbox_mode mode);
 
   /// Rewrites `plan.argv` as `runner… <profile> after_profile… -- <plan.argv…>`.
   void wrap(launch_plan& plan, sandbox_mode mode, const std::filesystem::path& root, std::vector<std::string> runner,
-            std::vector<std::string> after_profile = {}) const {
-    auto profile = bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
-    runner.insert(runner.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
-    runner.insert(runner.end(), std::make_move_iterator(after_profile.begin()),
-                  std::make_move_iterator(after_profile.end()));
-    runner.emplace_back("--");
-    runner.insert(runner.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
-    plan.argv = std::move(runner);
-  }
+            std::vector<std::string> after_profile = {}) const;
 
  private:
   std::vector<std::filesystem::path> protected_;
@@ -59,3 +42,7 @@ class bwrap_style {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/bwrap_style.ipp"
+#endif
