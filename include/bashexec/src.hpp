@@ -13,5 +13,6 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/protected_paths.ipp"
 // -- end --
 // clang-format on
