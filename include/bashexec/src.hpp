@@ -13,6 +13,7 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/capabilities.ipp"
 #include "bashexec/detail/impl/protected_paths.ipp"
 // -- end --
 // clang-format on
