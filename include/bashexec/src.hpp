@@ -15,5 +15,6 @@
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/capabilities.ipp"
 #include "bashexec/detail/impl/protected_paths.ipp"
+#include "bashexec/detail/impl/user_namespace.ipp"
 // -- end --
 // clang-format on
