@@ -14,6 +14,7 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/capabilities.ipp"
+#include "bashexec/detail/impl/landlock.ipp"
 #include "bashexec/detail/impl/protected_paths.ipp"
 #include "bashexec/detail/impl/user_namespace.ipp"
 // -- end --
