@@ -16,6 +16,7 @@
 #include "bashexec/detail/impl/capabilities.ipp"
 #include "bashexec/detail/impl/landlock.ipp"
 #include "bashexec/detail/impl/protected_paths.ipp"
+#include "bashexec/detail/impl/seccomp_filter.ipp"
 #include "bashexec/detail/impl/user_namespace.ipp"
 // -- end --
 // clang-format on
