@@ -13,6 +13,7 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/confinement/impl/landlock.ipp"
 #include "bashexec/detail/impl/capabilities.ipp"
 #include "bashexec/detail/impl/landlock.ipp"
 #include "bashexec/detail/impl/protected_paths.ipp"
