@@ -14,13 +14,19 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/confinement/impl/bwrap.ipp"
+#include "bashexec/confinement/impl/landlock.ipp"
 #include "bashexec/confinement/impl/runner_command.ipp"
 #include "bashexec/detail/impl/bwrap_profile.ipp"
 #include "bashexec/detail/impl/bwrap_style.ipp"
+#include "bashexec/detail/impl/capabilities.ipp"
 #include "bashexec/detail/impl/cgroup.ipp"
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
 #include "bashexec/detail/impl/executor_cgroup.ipp"
+#include "bashexec/detail/impl/landlock.ipp"
+#include "bashexec/detail/impl/protected_paths.ipp"
+#include "bashexec/detail/impl/seccomp_filter.ipp"
+#include "bashexec/detail/impl/user_namespace.ipp"
 #include "bashexec/impl/confinement.ipp"
 // -- end --
 // clang-format on
