@@ -13,5 +13,6 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/impl/config.ipp"
 // -- end --
 // clang-format on
