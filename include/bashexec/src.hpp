@@ -13,6 +13,8 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/spill_directory.ipp"
+#include "bashexec/detail/impl/spill_file.ipp"
 #include "bashexec/impl/config.ipp"
 // -- end --
 // clang-format on
