@@ -16,5 +16,7 @@
 #include "bashexec/detail/impl/spill_directory.ipp"
 #include "bashexec/detail/impl/spill_file.ipp"
 #include "bashexec/impl/config.ipp"
+#include "bashexec/output/impl/head_tail.ipp"
+#include "bashexec/output/impl/tail_spill.ipp"
 // -- end --
 // clang-format on
