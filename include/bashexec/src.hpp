@@ -13,8 +13,11 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/environment.ipp"
+#include "bashexec/detail/impl/read_text_file.ipp"
 #include "bashexec/detail/impl/spill_directory.ipp"
 #include "bashexec/detail/impl/spill_file.ipp"
+#include "bashexec/detail/impl/text_match.ipp"
 #include "bashexec/impl/config.ipp"
 #include "bashexec/output/impl/head_tail.ipp"
 #include "bashexec/output/impl/tail_spill.ipp"
