@@ -7,8 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/core.h>
-
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/output/tail_spill.hpp"
 
 namespace bashexec {
@@ -25,44 +24,16 @@ struct head_tail {
     collector(std::size_t cap, detail::spill_directory& spills, output_stream stream)
         : tail(cap - cap / 2, spills, stream), head_cap_(cap / 2) {}
 
-    void append(const char* data, std::size_t size) {
-      if (head_.size() < head_cap_) {
-        const std::size_t take = std::min(size, head_cap_ - head_.size());
-        head_.append(data, take);
-      }
-      tail::append(data, size);
-    }
+    void append(const char* data, std::size_t size);
 
     using tail::spill_path;
     using tail::total;
 
-    output_slice since(std::uint64_t offset) const {
-      if (offset < head_.size()) {
-        // Serve the head, then the tail only when it continues the head
-        // without a gap: a slice is contiguous from `begin`, so a gap is left
-        // for the next read, which reports it as lossy.
-        output_slice rest = tail::since(head_.size());
-        output_slice slice{head_.substr(static_cast<std::size_t>(offset)), offset, false};
-        if (!rest.lossy) slice.bytes += rest.bytes;
-        return slice;
-      }
-      return tail::since(offset);
-    }
+    output_slice since(std::uint64_t offset) const;
 
     std::uint64_t held_bytes() const { return head_.capacity() + tail::held_bytes(); }
 
-    collected_output finish() {
-      head_.shrink_to_fit();
-      const std::uint64_t total = tail::total();
-      collected_output kept = tail::finish();
-      if (total <= head_.size() + kept.text.size()) {
-        // Head and tail overlap or touch: the stream is whole.
-        const std::size_t overlap = static_cast<std::size_t>(head_.size() + kept.text.size() - total);
-        return {head_ + kept.text.substr(overlap), false, kept.spill_path};
-      }
-      const std::uint64_t omitted = total - head_.size() - kept.text.size();
-      return {fmt::format("{}\n[... {} bytes omitted ...]\n{}", head_, omitted, kept.text), true, kept.spill_path};
-    }
+    collected_output finish();
 
    private:
     std::size_t head_cap_;
@@ -71,3 +42,7 @@ struct head_tail {
 };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/output/impl/head_tail.ipp"
+#endif
