@@ -13,5 +13,6 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/engine/impl/task_registry.ipp"
 // -- end --
 // clang-format on
