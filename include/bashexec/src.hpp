@@ -14,6 +14,7 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/detail/engine/impl/launch_builder.ipp"
+#include "bashexec/detail/engine/impl/resolve.ipp"
 #include "bashexec/detail/engine/impl/task_registry.ipp"
 // -- end --
 // clang-format on
