@@ -15,6 +15,7 @@
 // -- the implementation files, sorted --
 #include "bashexec/detail/engine/impl/launch_builder.ipp"
 #include "bashexec/detail/engine/impl/resolve.ipp"
+#include "bashexec/detail/engine/impl/spill_placement.ipp"
 #include "bashexec/detail/engine/impl/task_registry.ipp"
 // -- end --
 // clang-format on
