@@ -17,5 +17,6 @@
 #include "bashexec/detail/engine/impl/resolve.ipp"
 #include "bashexec/detail/engine/impl/spill_placement.ipp"
 #include "bashexec/detail/engine/impl/task_registry.ipp"
+#include "bashexec/detail/engine/impl/verdict.ipp"
 // -- end --
 // clang-format on
