@@ -18,5 +18,6 @@
 #include "bashexec/detail/engine/impl/spill_placement.ipp"
 #include "bashexec/detail/engine/impl/task_registry.ipp"
 #include "bashexec/detail/engine/impl/verdict.ipp"
+#include "bashexec/impl/launch.ipp"
 // -- end --
 // clang-format on
