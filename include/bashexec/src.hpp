@@ -14,5 +14,6 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/fork_exec_child.ipp"
+#include "bashexec/spawn/impl/fork_exec.ipp"
 // -- end --
 // clang-format on
