@@ -14,6 +14,8 @@
 // clang-format off
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/fork_exec_child.ipp"
+#include "bashexec/detail/impl/posix_spawn_setup.ipp"
 #include "bashexec/spawn/impl/fork_exec.ipp"
+#include "bashexec/spawn/impl/posix_spawn.ipp"
 // -- end --
 // clang-format on
