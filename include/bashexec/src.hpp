@@ -15,6 +15,8 @@
 // -- the implementation files, sorted --
 #include "bashexec/detail/impl/fork_exec_child.ipp"
 #include "bashexec/detail/impl/posix_spawn_setup.ipp"
+#include "bashexec/detail/impl/process_group.ipp"
+#include "bashexec/detail/impl/resource_limits.ipp"
 #include "bashexec/spawn/impl/fork_exec.ipp"
 #include "bashexec/spawn/impl/posix_spawn.ipp"
 // -- end --
