@@ -17,6 +17,8 @@
 #include "bashexec/detail/impl/posix_spawn_setup.ipp"
 #include "bashexec/detail/impl/process_group.ipp"
 #include "bashexec/detail/impl/resource_limits.ipp"
+#include "bashexec/impl/host_hardening.ipp"
+#include "bashexec/impl/signal_name.ipp"
 #include "bashexec/spawn/impl/fork_exec.ipp"
 #include "bashexec/spawn/impl/posix_spawn.ipp"
 // -- end --
