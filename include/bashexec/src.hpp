@@ -13,6 +13,8 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/c_strings.ipp"
+#include "bashexec/detail/impl/find_program.ipp"
 #include "bashexec/detail/impl/fork_exec_child.ipp"
 #include "bashexec/detail/impl/posix_spawn_setup.ipp"
 #include "bashexec/detail/impl/process_group.ipp"
