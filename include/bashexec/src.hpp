@@ -13,5 +13,6 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/reactor.ipp"
 // -- end --
 // clang-format on
