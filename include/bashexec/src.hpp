@@ -13,6 +13,12 @@
 
 // clang-format off
 // -- the implementation files, sorted --
+#include "bashexec/detail/impl/no_sigpipe.ipp"
+#include "bashexec/detail/impl/pidfd.ipp"
 #include "bashexec/detail/impl/reactor.ipp"
+#include "bashexec/detail/impl/spawn_thread.ipp"
+#include "bashexec/detail/impl/status_pipe.ipp"
+#include "bashexec/detail/impl/unique_fd.ipp"
+#include "bashexec/impl/process_handle.ipp"
 // -- end --
 // clang-format on
