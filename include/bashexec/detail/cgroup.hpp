@@ -23,6 +23,7 @@
 #include <string_view>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
