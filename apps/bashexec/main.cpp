@@ -22,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include <bashexec/bashexec.hpp>
+// This program composes its own executor (fork_exec, unconfined) and links
+// bashexec::compiled, which holds only the shipped executors' members.
+#include <bashexec/impl/basic_executor.hpp>
 #include <bashexec/server/json_lines_server.hpp>
 #include <bashexec/server/mcp_server.hpp>
 #include <bashexec/tools/bash_tools.hpp>

@@ -61,3 +61,13 @@
 #include "bashexec/spawn/impl/posix_spawn.ipp"
 // -- end --
 // clang-format on
+
+// The shipped executors' members, compiled once. In the compiled mode the
+// headers do not define them, so a user's translation unit refers to these
+// (the standard's explicit-instantiation rule, [temp.pre]/10).
+#include "bashexec/impl/basic_executor.hpp"
+
+namespace bashexec {
+template class basic_executor<policies<>>;
+template class basic_executor<sandbox_policies>;
+}  // namespace bashexec

@@ -34,6 +34,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/basic_executor.hpp"
+#include "bashexec/impl/basic_executor.hpp"  // composes its own executors, in either mode
 #include "bashexec/errors.hpp"
 #include "bashexec/laws/report.hpp"
 #include "bashexec/policies.hpp"
