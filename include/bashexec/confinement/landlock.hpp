@@ -106,7 +106,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -118,7 +117,7 @@
 #include "bashexec/detail/landlock.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/protected_paths.hpp"
-#include "bashexec/detail/seccomp_filter.hpp"
+#include "bashexec/detail/seccomp_support.hpp"
 #include "bashexec/detail/text_match.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/detail/user_namespace.hpp"
@@ -129,15 +128,11 @@ namespace bashexec {
 
 namespace detail {
 
-/// What a landlock policy builds once and every spawn shares (copies of the
-/// policy share it too): the seccomp programs, and the read-only ruleset,
-/// which depends on nothing a call passes (no root, no protected paths).
-/// Built lazily by the first spawn that needs each, thread-safe.
-struct landlock_built_once {
-  seccomp_filter_cache filters;
-  std::once_flag read_only_once;
-  unique_fd read_only_ruleset;
-};
+/// What a landlock policy builds once and every spawn shares (the seccomp
+/// programs, the read-only ruleset): confinement/impl/landlock.ipp.
+struct landlock_built_once;
+BASHEXEC_DECL std::shared_ptr<landlock_built_once> make_landlock_built_once();
+class seccomp_filter;
 
 /// What the child's hook reads: the ruleset descriptor number, valid in the
 /// child because fork_exec runs hooks before renumbering descriptors, and
@@ -268,7 +263,7 @@ class landlock {
   network_access network_;
   /// Built on first use and shared by copies of this policy: a read-only
   /// spawn builds nothing at all, a workspace-write one only its ruleset.
-  std::shared_ptr<detail::landlock_built_once> built_ = std::make_shared<detail::landlock_built_once>();
+  std::shared_ptr<detail::landlock_built_once> built_ = detail::make_landlock_built_once();
 };
 
 static_assert(confining_policy<landlock>);

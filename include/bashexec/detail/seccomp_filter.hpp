@@ -70,6 +70,7 @@
 #include <linux/seccomp.h>
 
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/seccomp_support.hpp"
 
 // libseccomp's argument comparison, used only by the bodies (<seccomp.h>).
 struct scmp_arg_cmp;
@@ -82,12 +83,6 @@ struct seccomp_parts {
   bool metadata_writes = false;
   bool any() const noexcept { return network || metadata_writes; }
 };
-
-#if defined(__x86_64__) || defined(__aarch64__)
-inline constexpr bool seccomp_filter_supported = true;
-#else
-inline constexpr bool seccomp_filter_supported = false;
-#endif
 
 /// Syscalls refused under `metadata_writes`, by name; libseccomp maps each
 /// to its number on every ABI of the filter, and skips a name an ABI lacks

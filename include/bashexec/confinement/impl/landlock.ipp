@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -13,9 +15,25 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/seccomp_filter.hpp"
+
 namespace bashexec {
 
 namespace detail {
+
+/// What a landlock policy builds once and every spawn shares (copies of the
+/// policy share it too): the seccomp programs, and the read-only ruleset,
+/// which depends on nothing a call passes (no root, no protected paths).
+/// Built lazily by the first spawn that needs each, thread-safe.
+struct landlock_built_once {
+  seccomp_filter_cache filters;
+  std::once_flag read_only_once;
+  unique_fd read_only_ruleset;
+};
+
+BASHEXEC_DECL std::shared_ptr<landlock_built_once> make_landlock_built_once() {
+  return std::make_shared<landlock_built_once>();
+}
 
 BASHEXEC_DECL int landlock_apply(const void* context) noexcept {
   const auto* ruleset = static_cast<const landlock_ruleset*>(context);
