@@ -46,6 +46,7 @@
 #include "bashexec/detail/impl/spill_directory.ipp"
 #include "bashexec/detail/impl/spill_file.ipp"
 #include "bashexec/detail/impl/status_pipe.ipp"
+#include "bashexec/detail/impl/text_formatter.ipp"
 #include "bashexec/detail/impl/text_match.ipp"
 #include "bashexec/detail/impl/unique_fd.ipp"
 #include "bashexec/detail/impl/user_namespace.ipp"

@@ -6,11 +6,12 @@
 // caller in the tree uses, is replayed through fmt's compiled vformat.
 #pragma once
 
-#include <algorithm>
-#include <string>
+#include <cstddef>
 #include <string_view>
 
 #include <fmt/core.h>
+
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
@@ -28,15 +29,12 @@ struct text_formatter {
     return it;
   }
 
-  auto format_text(std::string_view text, fmt::format_context& ctx) const -> decltype(ctx.out()) {
-    if (spec.empty()) return std::copy(text.begin(), text.end(), ctx.out());
-    std::string pattern = "{:";
-    pattern.append(spec).push_back('}');
-    // fmt::vformat, not vformat_to: the latter's symbol in libfmt is
-    // mangled differently by clang (the fuzz build) than by g++.
-    const std::string formatted = fmt::vformat(pattern, fmt::make_format_args(text));
-    return std::copy(formatted.begin(), formatted.end(), ctx.out());
-  }
+  /// Writes `text` as the spec asks (verbatim without one).
+  fmt::format_context::iterator format_text(std::string_view text, fmt::format_context& ctx) const;
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/text_formatter.ipp"
+#endif
