@@ -189,9 +189,9 @@ TEST_CASE("prespawned: the policy's end kills and reaps every waiting process an
   {
     const prespawned pool(prespawned::config{.per_key = 4});
     pool.spawn(true_plan()).wait_blocking();
-    launch_plan limited = true_plan();
-    limited.limits.add({RLIMIT_CORE, 0, 0});  // a second key
-    pool.spawn(limited).wait_blocking();
+    launch_plan second = true_plan();
+    second.read_only_paths = {"/tmp"};  // a second key
+    pool.spawn(second).wait_blocking();
     REQUIRE(pool.wait_until_warm(10s));
     CHECK(test_support::children_of_self().size() == 8);
     CHECK(open_fd_count() == fds_before + 8 * 2);  // a pidfd and a socket each
@@ -245,7 +245,7 @@ TEST_CASE("prespawned: a plan whose hooks live only for the call is served cold,
 }
 
 TEST_CASE("prespawned: config values out of range are refused naming the field", "[prespawned]") {
-  CHECK_THROWS_WITH(prespawned(prespawned::config{.per_key = 0}), Catch::Contains("prespawned.per_key"));
-  CHECK_THROWS_WITH(prespawned(prespawned::config{.idle_timeout = 0ms}), Catch::Contains("prespawned.idle_timeout"));
-  CHECK_THROWS_WITH(prespawned(prespawned::config{.max_keys = 0}), Catch::Contains("prespawned.max_keys"));
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.per_key = 0}), Catch::Contains("prespawn.per_key"));
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.idle_timeout = 0ms}), Catch::Contains("prespawn.idle_timeout"));
+  CHECK_THROWS_WITH(prespawned(prespawned::config{.max_keys = 0}), Catch::Contains("prespawn.max_keys"));
 }

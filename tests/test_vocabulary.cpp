@@ -89,6 +89,13 @@ TEST_CASE("task ids and owner tokens keep their text, compare, hash and format",
   CHECK(odd.value().size() == 20);
 }
 
+TEST_CASE("the ids' and enums' formatters honour a string spec", "[vocabulary]") {
+  CHECK(fmt::format("[{:>12}]", sandbox_mode::read_only) == "[   read-only]");
+  CHECK(fmt::format("[{:<8}]", task_id("bash-3")) == "[bash-3  ]");
+  CHECK(fmt::format("[{:.3}]", owner_token("session")) == "[ses]");
+  CHECK(fmt::format("[{:*^9}]", enforcement::full) == "[**full***]");
+}
+
 TEST_CASE("signal numbers are spelled the conventional way", "[vocabulary][contract-20]") {
   CHECK(signal_name(SIGTERM) == "SIGTERM");
   CHECK(signal_name(SIGKILL) == "SIGKILL");

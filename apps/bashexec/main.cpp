@@ -22,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include <bashexec/bashexec.hpp>
+// This program composes its own executor (fork_exec, unconfined) and links
+// bashexec::compiled, which holds only the shipped executors' members.
+#include <bashexec/impl/basic_executor.hpp>
 #include <bashexec/server/json_lines_server.hpp>
 #include <bashexec/server/mcp_server.hpp>
 #include <bashexec/tools/bash_tools.hpp>
@@ -162,28 +165,42 @@ int exit_status(const run_result& result) {
   return result.exit_code.value_or(exit_cannot_run);
 }
 
-int run_command(std::vector<std::string_view> argv) {
+/// Reads a subcommand's flags in order. -h/--help prints `help` and
+/// --version the version, and nothing runs: their exit status is returned.
+/// Every other flag goes to `take(flag, args)`, which returns false for a
+/// flag it does not know.
+template <class Take>
+std::optional<int> read_flags(std::string_view subcommand, std::vector<std::string_view> argv,
+                              std::string_view help, Take&& take) {
   arguments args(std::move(argv));
-  run_options options;
   while (!args.done()) {
     auto flag = args.next();
-    if (flag == "--") {
-      options.command = args.rest();
-      break;
-    }
-    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", run_help, limits_help), 0;
+    if (flag == "-h" || flag == "--help") return fmt::print("{}", help), 0;
     if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
-    if (parse_common(flag, args, options)) continue;
-    if (flag == "--timeout") {
-      options.timeout = parse_timeout(args.value(flag));
-    } else if (flag == "--json") {
-      options.json = true;
-    } else if (flag.starts_with("-")) {
-      unknown_flag("run", flag);
-    } else {
-      throw usage_error(fmt::format("run: put the command after --, as in: bashexec run -- '{}'", flag));
-    }
+    if (!take(flag, args)) unknown_flag(subcommand, flag);
   }
+  return std::nullopt;
+}
+
+/// A subcommand's help followed by the containment and limits flags.
+std::string with_limits_help(std::string_view help) { return fmt::format("{}\n{}", help, limits_help); }
+
+int run_command(std::vector<std::string_view> argv) {
+  run_options options;
+  const auto answered = read_flags("run", std::move(argv), with_limits_help(run_help), [&](auto flag, auto& args) {
+    if (flag == "--")
+      options.command = args.rest();  // takes every argument left
+    else if (flag == "--timeout")
+      options.timeout = parse_timeout(args.value(flag));
+    else if (flag == "--json")
+      options.json = true;
+    else if (!flag.starts_with("-"))
+      throw usage_error(fmt::format("run: put the command after --, as in: bashexec run -- '{}'", flag));
+    else
+      return parse_common(flag, args, options);
+    return true;
+  });
+  if (answered) return *answered;
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
 
   signal_watch& signals = signal_watch::start();  // already started by main: no thread before it
@@ -226,14 +243,10 @@ int run_command(std::vector<std::string_view> argv) {
 }
 
 int tools_command(std::vector<std::string_view> argv) {
-  arguments args(std::move(argv));
   common_options options;
-  while (!args.done()) {
-    auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}", tools_help), 0;
-    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
-    if (!parse_common(flag, args, options)) unknown_flag("tools", flag);
-  }
+  const auto answered = read_flags("tools", std::move(argv), tools_help,
+                                   [&](auto flag, auto& args) { return parse_common(flag, args, options); });
+  if (answered) return *answered;
   // The schemas depend only on whether the executor confines.
   fmt::print("{}\n", tool_schemas(options.confined()).dump(2));
   return 0;
@@ -327,35 +340,23 @@ int run_server(const Options& options) {
 }
 
 int serve_command(std::vector<std::string_view> argv) {
-  arguments args(std::move(argv));
   serve_options options;
-  while (!args.done()) {
-    auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", serve_help, limits_help), 0;
-    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
-    if (!parse_server_flag(flag, args, options)) unknown_flag("serve", flag);
-  }
-  return run_server<server::json_lines_server>(options);
+  const auto answered = read_flags("serve", std::move(argv), with_limits_help(serve_help),
+                                   [&](auto flag, auto& args) { return parse_server_flag(flag, args, options); });
+  return answered ? *answered : run_server<server::json_lines_server>(options);
 }
 
 int mcp_command(std::vector<std::string_view> argv) {
-  arguments args(std::move(argv));
   mcp_options options;
-  while (!args.done()) {
-    auto flag = args.next();
-    if (flag == "-h" || flag == "--help") return fmt::print("{}\n{}", mcp_help, limits_help), 0;
-    if (flag == "--version") return fmt::print("bashexec {}\n", version), 0;
-    if (parse_server_flag(flag, args, options)) continue;
-    if (flag == "--session") {
-      options.session = std::string(args.value(flag));
-      if (options.session.empty() || options.session.size() > server::request_limits{}.max_session_bytes)
-        throw usage_error(fmt::format("--session: expected an id of 1 to {} bytes",
-                                      server::request_limits{}.max_session_bytes));
-    } else {
-      unknown_flag("mcp", flag);
-    }
-  }
-  return run_server<server::mcp_server>(options);
+  const auto answered = read_flags("mcp", std::move(argv), with_limits_help(mcp_help), [&](auto flag, auto& args) {
+    if (flag != "--session") return parse_server_flag(flag, args, options);
+    options.session = std::string(args.value(flag));
+    if (options.session.empty() || options.session.size() > server::request_limits{}.max_session_bytes)
+      throw usage_error(
+          fmt::format("--session: expected an id of 1 to {} bytes", server::request_limits{}.max_session_bytes));
+    return true;
+  });
+  return answered ? *answered : run_server<server::mcp_server>(options);
 }
 
 int main_impl(int argc, char** argv) {

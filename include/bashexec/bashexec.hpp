@@ -30,5 +30,6 @@
 #include "bashexec/signal_name.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
 #include "bashexec/spawn/posix_spawn.hpp"
+#include "bashexec/spawn/prespawned.hpp"
 #include "bashexec/subscription.hpp"
 #include "bashexec/version.hpp"

@@ -38,6 +38,7 @@
 #include <string_view>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 #include "bashexec/result.hpp"
 
@@ -68,6 +69,12 @@ concept confinement_policy = requires {
 } && std::default_initializable<typename C::config> &&
                              std::constructible_from<C, const sandbox_config&, const typename C::config&>;
 
+namespace detail {
+/// What `prepare` does first: danger-full-access is never confined, so a
+/// caller asking `policy` to prepare it is a bug (std::invalid_argument).
+BASHEXEC_DECL void refuse_unconfined_mode(std::string_view policy, sandbox_mode mode);
+}  // namespace detail
+
 /// Checks a confinement's own configuration: its `validate()` when it has one
 /// (std::invalid_argument naming the field), else nothing.
 template <class Config>
@@ -86,3 +93,7 @@ concept confining_policy =
     };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/confinement.ipp"
+#endif

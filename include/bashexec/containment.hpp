@@ -6,7 +6,16 @@
 
 #include <string_view>
 
+#include "bashexec/detail/enum_names.hpp"
+
 namespace bashexec {
+
+namespace detail {
+/// The spellings the two enums below share: `process_group` and `cgroup` name
+/// the same mechanism whether configured or reported, so they are spelled once.
+inline constexpr std::string_view process_group_spelling = "process_group";
+inline constexpr std::string_view cgroup_spelling = "cgroup";
+}  // namespace detail
 
 /// What an executor contains its commands with (executor_config::containment).
 enum class process_containment {
@@ -32,14 +41,12 @@ enum class process_containment {
   cgroup,
 };
 
-constexpr std::string_view to_string(process_containment containment) noexcept {
-  switch (containment) {
-    case process_containment::automatic: return "automatic";
-    case process_containment::process_group: return "process_group";
-    case process_containment::cgroup: return "cgroup";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<process_containment> {
+  static constexpr enum_table<process_containment, 3> table{{{process_containment::automatic, "automatic"},
+      {process_containment::process_group, process_group_spelling},
+      {process_containment::cgroup, cgroup_spelling}}};
+};
 
 /// The mechanism that contained one run or task (run_result::containment,
 /// task_snapshot::containment): what its kills, its leftover rule and the
@@ -57,13 +64,11 @@ enum class containment_mechanism {
   pid_namespace,
 };
 
-constexpr std::string_view to_string(containment_mechanism mechanism) noexcept {
-  switch (mechanism) {
-    case containment_mechanism::process_group: return "process_group";
-    case containment_mechanism::cgroup: return "cgroup";
-    case containment_mechanism::pid_namespace: return "pid_namespace";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<containment_mechanism> {
+  static constexpr enum_table<containment_mechanism, 3> table{{{containment_mechanism::process_group,
+      process_group_spelling}, {containment_mechanism::cgroup, cgroup_spelling},
+      {containment_mechanism::pid_namespace, "pid_namespace"}}};
+};
 
 }  // namespace bashexec

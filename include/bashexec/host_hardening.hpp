@@ -21,20 +21,20 @@
 // detail/user_namespace.hpp).
 #pragma once
 
-#include <sys/prctl.h>
-
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec {
 
 /// Makes the calling process undumpable (PR_SET_DUMPABLE 0). Throws
 /// infrastructure_error when the kernel refuses.
-inline void harden_host_process() {
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) detail::throw_syscall("prctl PR_SET_DUMPABLE 0");
-}
+BASHEXEC_DECL void harden_host_process();
 
 /// Whether the calling process is undumpable now (hardened, or made so by
 /// the kernel after a credential change).
-inline bool host_process_hardened() noexcept { return ::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0; }
+BASHEXEC_DECL bool host_process_hardened() noexcept;
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/host_hardening.ipp"
+#endif

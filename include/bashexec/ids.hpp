@@ -10,7 +10,9 @@
 #include <string_view>
 #include <utility>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
+
+#include "bashexec/detail/text_formatter.hpp"
 
 namespace bashexec {
 
@@ -51,8 +53,6 @@ struct std::hash<bashexec::strong_string<Tag>> {
 };
 
 template <class Tag>
-struct fmt::formatter<bashexec::strong_string<Tag>> : fmt::formatter<std::string_view> {
-  auto format(const bashexec::strong_string<Tag>& s, format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(s.value(), ctx);
-  }
+struct fmt::formatter<bashexec::strong_string<Tag>> : bashexec::detail::text_formatter {
+  auto format(const bashexec::strong_string<Tag>& s, format_context& ctx) const { return format_text(s.value(), ctx); }
 };

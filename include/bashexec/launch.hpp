@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "bashexec/detail/fixed_list.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
@@ -80,19 +81,7 @@ class pre_exec_hook_set : public detail::fixed_list<pre_exec_hook, 4> {
 };
 
 /// "RLIMIT_AS", …, for messages; "resource N" for one without a name here.
-inline std::string resource_name(int resource) {
-  switch (resource) {
-    case RLIMIT_AS: return "RLIMIT_AS";
-    case RLIMIT_CPU: return "RLIMIT_CPU";
-    case RLIMIT_FSIZE: return "RLIMIT_FSIZE";
-    case RLIMIT_NOFILE: return "RLIMIT_NOFILE";
-    case RLIMIT_NPROC: return "RLIMIT_NPROC";
-    case RLIMIT_DATA: return "RLIMIT_DATA";
-    case RLIMIT_STACK: return "RLIMIT_STACK";
-    case RLIMIT_CORE: return "RLIMIT_CORE";
-    default: return "resource " + std::to_string(resource);
-  }
-}
+BASHEXEC_DECL std::string resource_name(int resource);
 
 /// What to start. `argv[0]` is an absolute path (no PATH search).
 struct launch_plan {
@@ -145,3 +134,7 @@ class pre_exec_failed : public infrastructure_error {
 };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/launch.ipp"
+#endif

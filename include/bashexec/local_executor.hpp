@@ -7,6 +7,6 @@
 namespace bashexec {
 
 /// posix_spawn, no confinement, tail_spill output, tracked owners.
-using local_executor = basic_executor<policies<>>;
+using local_executor = basic_executor<policies<>>;  // compiled into bashexec::compiled (src.hpp)
 
 }  // namespace bashexec

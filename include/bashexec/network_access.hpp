@@ -6,10 +6,11 @@
 
 #include <array>
 #include <optional>
-#include <stdexcept>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
+
+#include "bashexec/detail/enum_names.hpp"
 
 namespace bashexec {
 
@@ -25,31 +26,24 @@ namespace bashexec {
 /// neither setting (docs/security.md, "Network").
 enum class network_access { full, loopback, none };
 
-/// Every setting, widest first.
-inline constexpr std::array network_accesses{network_access::full, network_access::loopback, network_access::none};
+template <>
+struct detail::enum_names<network_access> {
+  static constexpr enum_table<network_access, 3> table{
+      {{network_access::full, "full"}, {network_access::loopback, "loopback"}, {network_access::none, "none"}}};
+};
 
-constexpr std::string_view to_string(network_access access) noexcept {
-  switch (access) {
-    case network_access::full: return "full";
-    case network_access::loopback: return "loopback";
-    case network_access::none: return "none";
-  }
-  return "unknown";
-}
+/// Every setting, widest first.
+inline constexpr std::array network_accesses = detail::enum_values(detail::enum_names<network_access>::table);
 
 /// Parses the spelling `to_string` produces; anything else is empty.
 constexpr std::optional<network_access> parse_network_access(std::string_view text) noexcept {
-  for (auto access : network_accesses)
-    if (to_string(access) == text) return access;
-  return std::nullopt;
+  return detail::value_named(detail::enum_names<network_access>::table, text);
 }
 
 /// Parses a setting from configuration text; an unknown spelling throws
 /// std::invalid_argument naming `field` and the accepted spellings.
 inline network_access network_access_from(std::string_view text, std::string_view field = "network") {
-  if (auto access = parse_network_access(text)) return *access;
-  throw std::invalid_argument(
-      fmt::format("{}: unknown network access \"{}\" (full, loopback or none)", field, text));
+  return detail::value_named_or_throw(detail::enum_names<network_access>::table, text, field, "network access");
 }
 
 /// Whether `access` asks a confinement to govern the network at all.
@@ -58,8 +52,4 @@ constexpr bool confines_network(network_access access) noexcept { return access 
 }  // namespace bashexec
 
 template <>
-struct fmt::formatter<bashexec::network_access> : fmt::formatter<std::string_view> {
-  auto format(bashexec::network_access access, format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(bashexec::to_string(access), ctx);
-  }
-};
+struct fmt::formatter<bashexec::network_access> : bashexec::detail::enum_formatter<bashexec::network_access> {};

@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "bashexec/detail/enum_names.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/result.hpp"
 
@@ -39,9 +40,10 @@ namespace bashexec {
 enum class output_stream { out, err };
 
 /// `stdout` or `stderr`: the suffix of the stream's spill file name.
-constexpr std::string_view to_string(output_stream stream) noexcept {
-  return stream == output_stream::err ? "stderr" : "stdout";
-}
+template <>
+struct detail::enum_names<output_stream> {
+  static constexpr enum_table<output_stream, 2> table{{{output_stream::out, "stdout"}, {output_stream::err, "stderr"}}};
+};
 
 /// Bytes served from a stream offset. `lossy` means some bytes between the
 /// requested offset and `begin` are no longer in memory.

@@ -36,30 +36,33 @@ struct output {};
 struct ownership {};
 }  // namespace policy_kind
 
-template <class P>
-struct spawn_with {
-  static_assert(spawn_policy<P>, "spawn_with<P>: P is not a spawn policy (see bashexec/spawn.hpp)");
-  using kind = policy_kind::spawn;
+namespace detail {
+/// What every pick carries: its kind (the key in `policies`) and the policy.
+template <class Kind, class P>
+struct policy_pick {
+  using kind = Kind;
   using type = P;
 };
+}  // namespace detail
+
+// Each pick checks its concept itself, so the error names the pick and the
+// header that defines the concept (static_assert wants a literal message).
 template <class P>
-struct confine_with {
+struct spawn_with : detail::policy_pick<policy_kind::spawn, P> {
+  static_assert(spawn_policy<P>, "spawn_with<P>: P is not a spawn policy (see bashexec/spawn.hpp)");
+};
+template <class P>
+struct confine_with : detail::policy_pick<policy_kind::confinement, P> {
   static_assert(confinement_policy<P>,
                 "confine_with<P>: P is not a confinement policy (see bashexec/confinement.hpp)");
-  using kind = policy_kind::confinement;
-  using type = P;
 };
 template <class P>
-struct collect_with {
+struct collect_with : detail::policy_pick<policy_kind::output, P> {
   static_assert(output_policy<P>, "collect_with<P>: P is not an output policy (see bashexec/output.hpp)");
-  using kind = policy_kind::output;
-  using type = P;
 };
 template <class P>
-struct own_with {
+struct own_with : detail::policy_pick<policy_kind::ownership, P> {
   static_assert(ownership_policy<P>, "own_with<P>: P is not an ownership policy (see bashexec/ownership.hpp)");
-  using kind = policy_kind::ownership;
-  using type = P;
 };
 
 template <class... Picks>

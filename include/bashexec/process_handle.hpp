@@ -8,14 +8,13 @@
 // and that its pidfd reports that process's exit.
 #pragma once
 
-#include <cerrno>
 #include <csignal>
 #include <optional>
 #include <utility>
 
 #include <sys/types.h>
-#include <sys/wait.h>
 
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 
@@ -38,23 +37,11 @@ class process_handle {
 
   /// Reaps the child if it has exited (the pidfd is closed then); empty
   /// while it runs or once already reaped.
-  std::optional<detail::exit_facts> try_reap() {
-    if (!pidfd_) return std::nullopt;
-    auto facts = detail::try_reap(pidfd_.get());
-    if (facts) pidfd_.reset();
-    return facts;
-  }
+  std::optional<detail::exit_facts> try_reap();
 
   /// Blocks until the child exits and reaps it; nothing when already reaped.
   /// For paths that already killed the group (a run torn down early).
-  void wait_blocking() noexcept {
-    if (!pidfd_) return;
-    siginfo_t info{};
-    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 &&
-           errno == EINTR) {
-    }
-    pidfd_.reset();
-  }
+  void wait_blocking() noexcept;
 
   /// Sends `signo` to every member of the child's process group; a group
   /// already empty is fine.
@@ -68,3 +55,7 @@ class process_handle {
 };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/process_handle.ipp"
+#endif

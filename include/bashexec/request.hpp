@@ -17,14 +17,16 @@
 
 namespace bashexec {
 
-/// One command to run. Everything but `command` is optional; `resolve`
-/// fills the gaps from the executor's configuration (contract 1).
-struct exec_request {
+/// The fields of a request and of its resolution, written once: `Field<T>`
+/// is `std::optional<T>` in a request (the gap `resolve` fills) and plain
+/// `T` once resolved. An aggregate, so `exec_request{.command = "…"}` works.
+template <template <class> class Field>
+struct basic_exec_request {
   std::string command{};
-  std::optional<std::filesystem::path> workdir{};
-  std::optional<std::chrono::milliseconds> timeout{};
+  Field<std::filesystem::path> workdir{};
+  Field<std::chrono::milliseconds> timeout{};
   /// In-memory cap of stdout only; stderr keeps the executor's `output_cap`.
-  std::optional<std::size_t> stdout_max_bytes{};
+  Field<std::size_t> stdout_max_bytes{};
   /// Requested before the spawn, `run` and `start` throw infrastructure_error
   /// and nothing runs; requested later, the process group is stopped (TERM,
   /// KILL after the grace): a run is `aborted`, a task settles killed.
@@ -41,18 +43,17 @@ struct exec_request {
   std::shared_ptr<run_progress> progress{};
 };
 
+namespace detail {
+/// A field `resolve` always sets.
+template <class T>
+using resolved = T;
+}  // namespace detail
+
+/// One command to run. Everything but `command` is optional; `resolve`
+/// fills the gaps from the executor's configuration (contract 1).
+using exec_request = basic_exec_request<std::optional>;
+
 /// A resolved request: workdir, timeout and stdout cap are always set.
-struct exec_spec {
-  std::string command{};
-  std::filesystem::path workdir;
-  std::chrono::milliseconds timeout{};
-  std::size_t stdout_max_bytes = 0;
-  std::stop_token stop{};
-  std::optional<std::string> stdin_data{};
-  std::optional<std::map<std::string, std::string>> env{};
-  std::optional<owner_token> owner{};
-  std::optional<sandbox_mode> mode{};
-  std::shared_ptr<run_progress> progress{};
-};
+using exec_spec = basic_exec_request<detail::resolved>;
 
 }  // namespace bashexec

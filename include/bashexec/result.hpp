@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "bashexec/containment.hpp"
+#include "bashexec/detail/enum_names.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
@@ -56,14 +57,11 @@ struct run_result {
 
 enum class task_status { running, completed, killed };
 
-constexpr std::string_view to_string(task_status status) noexcept {
-  switch (status) {
-    case task_status::running: return "running";
-    case task_status::completed: return "completed";
-    case task_status::killed: return "killed";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<task_status> {
+  static constexpr enum_table<task_status, 3> table{
+      {{task_status::running, "running"}, {task_status::completed, "completed"}, {task_status::killed, "killed"}}};
+};
 
 /// A copy of a background task's facts at one moment.
 struct task_snapshot {

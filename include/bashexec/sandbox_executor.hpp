@@ -14,6 +14,6 @@ namespace bashexec {
 /// fork_exec (Landlock needs its pre-exec hook), chain<bwrap, landlock>,
 /// tail_spill output, tracked owners.
 using sandbox_policies = policies<spawn_with<fork_exec>, confine_with<chain<bwrap, landlock>>>;
-using sandbox_executor = basic_executor<sandbox_policies>;
+using sandbox_executor = basic_executor<sandbox_policies>;  // compiled into bashexec::compiled (src.hpp)
 
 }  // namespace bashexec

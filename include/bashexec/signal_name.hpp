@@ -1,17 +1,17 @@
 // signal_name: "SIGTERM" for 15 — the spelling results and tool text use.
 #pragma once
 
-#include <csignal>
 #include <string>
 
-#include <fmt/format.h>
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec {
 
 /// The conventional name of a signal number (`SIGTERM`), or `SIG<n>`.
-inline std::string signal_name(int signo) {
-  if (const char* abbrev = ::sigabbrev_np(signo)) return fmt::format("SIG{}", abbrev);
-  return fmt::format("SIG{}", signo);
-}
+BASHEXEC_DECL std::string signal_name(int signo);
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/impl/signal_name.ipp"
+#endif

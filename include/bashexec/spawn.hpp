@@ -38,7 +38,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/launch.hpp"
 #include "bashexec/process_handle.hpp"

@@ -41,6 +41,8 @@ step(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${consumer_build} -DCMAKE_PREFIX_PATH=
      ${extending_arg})
 step(${CMAKE_COMMAND} --build ${consumer_build} -j2)
 step(${consumer_build}/app)
+step(${consumer_build}/app_compiled)
 if(EXTENDING_DIR)
   step(${consumer_build}/extending)
+  step(${consumer_build}/extending_compiled)
 endif()

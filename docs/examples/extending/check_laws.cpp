@@ -6,6 +6,9 @@
 #include <string>
 
 #include <bashexec/basic_executor.hpp>
+// This file composes its own executors: against bashexec::compiled, which
+// holds only the shipped executors' members, it includes their definitions.
+#include <bashexec/impl/basic_executor.hpp>
 #include <bashexec/laws/confinement.hpp>
 #include <bashexec/laws/output.hpp>
 

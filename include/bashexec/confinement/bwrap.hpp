@@ -1,6 +1,6 @@
 // confinement/bwrap: confinement by bubblewrap (docs/contract.md item 13, 14,
-// 16). The profile itself is built by detail/bwrap_profile.hpp, which
-// `runner_command` reuses. Own configuration: `bwrap::config::program`.
+// 16). The profile itself is built by detail/bwrap_profile.hpp and applied
+// by detail/bwrap_style.hpp, which `runner_command` shares. Own configuration: `bwrap::config::program`.
 //
 // Profile: `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL
 // --die-with-parent`:
@@ -58,33 +58,21 @@
 
 #include <array>
 #include <filesystem>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
-
-#include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_profile.hpp"
-#include "bashexec/detail/find_program.hpp"
-#include "bashexec/detail/status_pipe.hpp"
-#include "bashexec/detail/text_match.hpp"
-#include "bashexec/detail/unique_fd.hpp"
-#include "bashexec/errors.hpp"
+#include "bashexec/detail/bwrap_style.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec {
 
-class bwrap {
+class bwrap : public detail::bwrap_style {
  public:
-  static constexpr bool confines = true;
-  static constexpr bool needs_pre_exec = false;
   static constexpr std::string_view name = "bwrap";
   /// What a denied file effect reads like on stderr (EROFS).
   static constexpr std::array<std::string_view, 1> denial_dialects{"read-only file system"};
@@ -107,12 +95,7 @@ class bwrap {
   /// Resolves `own.program` once; a missing program is not an error here
   /// (prepare reports it), so a chain can still be built.
   explicit bwrap(const sandbox_config& shared) : bwrap(shared, config{}) {}
-  bwrap(const sandbox_config& shared, const config& own)
-      : configured_(own.program),
-        program_(detail::find_program(own.program)),
-        setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt),
-        protected_(shared.protected_paths),
-        network_(shared.network) {}
+  bwrap(const sandbox_config& shared, const config& own);
 
   /// The resolved absolute bwrap path, empty when none was found.
   const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
@@ -120,74 +103,29 @@ class bwrap {
   /// argv becomes `bwrap --json-status-fd N <profile> -- <argv>`; the status
   /// pipe's write end is appended to `plan.inherited_fds` and also held by
   /// `keep_alive` (which may be released as soon as the spawn returned).
-  confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const {
-    if (mode == sandbox_mode::danger_full_access)
-      throw std::invalid_argument("bwrap: danger-full-access is not confined; do not prepare it");
-    if (!program_)
-      throw sandbox_unavailable(
-          mode, fmt::format("bwrap cannot confine {} mode: bubblewrap program \"{}\" not found or not executable; {}",
-                            mode, configured_.string(), remedy));
-
-    detail::pipe_pair status = detail::make_status_pipe();
-    const std::size_t status_fd = 3 + plan.inherited_fds.size();
-    plan.inherited_fds.push_back(status.write.get());
-
-    std::vector<std::string> argv{program_->string(), "--json-status-fd", std::to_string(status_fd)};
-    auto profile = detail::bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
-    argv.insert(argv.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
-    if (setpriv_)
-      argv.insert(argv.end(), {"--cap-add", "CAP_SETPCAP", "--", setpriv_->string(), "--bounding-set=-all",
-                               "--inh-caps=-all", "--ambient-caps=-all"});
-    argv.emplace_back("--");
-    argv.insert(argv.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
-    plan.argv = std::move(argv);
-
-    confined_launch launch;
-    launch.pid_namespace = true;  // the profile's --unshare-pid
-    launch.info.mode = mode;
-    launch.info.level = enforcement::full;
-    launch.status = std::move(status.read);
-    launch.keep_alive = std::make_shared<detail::unique_fd>(std::move(status.write));
-    return launch;
-  }
+  confined_launch prepare(sandbox_mode mode, const std::filesystem::path& root, launch_plan& plan) const;
 
   /// Call once, after a non-zero exit: drains the status channel. The
   /// reason is bwrap's first stderr line (or a fallback when it was silent).
   /// The signature is only a fallback where the channel cannot decide; it
   /// matches anywhere in the combined output, ignoring case (contract 16).
   std::optional<std::string> runner_failure(confined_launch& launch, std::string_view err,
-                                            std::string_view out = {}) const {
-    if (!launch.status) {
-      // No channel (a launch this policy did not prepare): signatures only.
-      if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
-      return std::nullopt;
-    }
-    const std::string status = detail::drain_nonblocking(launch.status.get());
-    if (status.find("\"exit-code\"") != std::string::npos) return std::nullopt;  // the command ran
-    if (status.find("\"child-pid\"") == std::string::npos) return reason(err, out);  // never got that far
-    // A child was cloned but no exit code came: bwrap >= 0.4 means the setup
-    // or the exec failed. Older bwraps never report exit codes, so insist on
-    // bwrap's own message shape too.
-    if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
-    return std::nullopt;
-  }
+                                            std::string_view out = {}) const;
 
-  bool is_denial(std::string_view err) const noexcept { return detail::icontains_any(err, denial_dialects); }
+  bool is_denial(std::string_view err) const noexcept;
 
  private:
-  static std::string reason(std::string_view err, std::string_view out) {
-    if (auto matched = detail::match_runner_signature(err, out, runner_failure_signatures)) return *matched;
-    std::string line = detail::first_line(err);
-    return line.empty() ? std::string("bwrap exited before starting the command") : line;
-  }
+  static std::string reason(std::string_view err, std::string_view out);
 
   std::filesystem::path configured_;
   std::optional<std::filesystem::path> program_;
   std::optional<std::filesystem::path> setpriv_;  // privileged bwrap: empties the bounding set
-  std::vector<std::filesystem::path> protected_;
-  network_access network_;
 };
 
 static_assert(confining_policy<bwrap>);
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/confinement/impl/bwrap.ipp"
+#endif

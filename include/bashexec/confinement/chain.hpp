@@ -51,7 +51,7 @@
 #include <boost/hana/range.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"

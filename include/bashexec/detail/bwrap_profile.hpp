@@ -6,10 +6,9 @@
 
 #include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
-#include "bashexec/detail/protected_paths.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/network_access.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
@@ -20,24 +19,13 @@ namespace bashexec::detail {
 /// read-only over the workspace bind (workspace-write only), then each of
 /// `read_only_paths` that exists. A confined `network` ends the list with
 /// `--unshare-net`.
-inline std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
-                                                   const std::vector<std::filesystem::path>& protected_paths = {},
-                                                   network_access network = network_access::full,
-                                                   const std::vector<std::filesystem::path>& read_only_paths = {}) {
-  std::vector<std::string> args{"--ro-bind", "/",     "/",          "--dev", "/dev",
-                                "--unshare-pid", "--proc", "/proc", "--cap-drop", "ALL", "--die-with-parent"};
-  if (mode == sandbox_mode::workspace_write) {
-    const std::string dir = root.string();
-    args.insert(args.end(), {"--tmpfs", "/tmp", "--bind", dir, dir});
-    for (const auto& path : existing_protected_paths(root, protected_paths))
-      args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
-  }
-  for (const auto& path : read_only_paths) {
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec)) args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
-  }
-  if (confines_network(network)) args.emplace_back("--unshare-net");
-  return args;
-}
+BASHEXEC_DECL std::vector<std::string> bwrap_profile_args(sandbox_mode mode, const std::filesystem::path& root,
+                                                        const std::vector<std::filesystem::path>& protected_paths = {},
+                                                        network_access network = network_access::full,
+                                                        const std::vector<std::filesystem::path>& read_only_paths = {});
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/bwrap_profile.ipp"
+#endif

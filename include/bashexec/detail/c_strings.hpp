@@ -5,15 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "bashexec/detail/linkage.hpp"
+
 namespace bashexec::detail {
 
 /// Pointers into `strings` (which must outlive the result), NULL-terminated.
-inline std::vector<char*> c_string_array(const std::vector<std::string>& strings) {
-  std::vector<char*> array;
-  array.reserve(strings.size() + 1);
-  for (const auto& s : strings) array.push_back(const_cast<char*>(s.c_str()));
-  array.push_back(nullptr);
-  return array;
-}
+BASHEXEC_DECL std::vector<char*> c_string_array(const std::vector<std::string>& strings);
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/c_strings.ipp"
+#endif

@@ -33,22 +33,13 @@
 // shares the write end with that child, so the watcher waits for both.
 #pragma once
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <filesystem>
-#include <string>
 #include <utility>
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
-#include <fmt/format.h>
-
-#include "bashexec/detail/posix_spawn_setup.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/unique_fd.hpp"
-#include "bashexec/errors.hpp"
 
 namespace bashexec::detail {
 
@@ -74,45 +65,11 @@ class cgroup_guardian {
   /// Spawns the watcher of `cgroup_dir` (which need not exist yet: create it
   /// after this returns, so no moment exists in which a cgroup of ours has
   /// no watcher). Throws infrastructure_error naming the failed step.
-  static cgroup_guardian start(const std::filesystem::path& cgroup_dir, const std::filesystem::path& sh = "/bin/sh") {
-    int ends[2];
-    if (::pipe2(ends, O_CLOEXEC) != 0) throw_syscall("pipe2");
-    unique_fd read_end(ends[0]);
-    cgroup_guardian guardian;
-    guardian.write_end_ = unique_fd(ends[1]);
-    if (read_end.get() <= 2) {
-      // A host that closed its stdio: dup2 onto the same number would keep
-      // the close-on-exec flag and leave the watcher without its pipe.
-      read_end = unique_fd(::fcntl(read_end.get(), F_DUPFD_CLOEXEC, 3));
-      if (!read_end) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
-    }
-
-    posix_spawn_setup setup;
-    ::posix_spawn_file_actions_adddup2(setup.actions(), read_end.get(), 0);
-    ::posix_spawn_file_actions_addopen(setup.actions(), 1, "/dev/null", O_WRONLY, 0);
-    ::posix_spawn_file_actions_addopen(setup.actions(), 2, "/dev/null", O_WRONLY, 0);
-    ::posix_spawn_file_actions_addclosefrom_np(setup.actions(), 3);
-    ::posix_spawn_file_actions_addchdir_np(setup.actions(), "/");
-
-    const std::string sh_path = sh.string(), dir = cgroup_dir.string();
-    const char* argv[] = {sh_path.c_str(), "-c", guardian_script, "bashexec-guardian", dir.c_str(), nullptr};
-    const char* envp[] = {"PATH=/usr/bin:/bin", nullptr};
-    const pid_t pid = setup.spawn(sh_path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(envp),
-                                  fmt::format("cgroup containment: spawn the guardian {}", sh_path));
-    guardian.pid_ = pid;
-    return guardian;
-  }
+  static cgroup_guardian start(const std::filesystem::path& cgroup_dir, const std::filesystem::path& sh = "/bin/sh");
 
   cgroup_guardian(cgroup_guardian&& other) noexcept
       : write_end_(std::move(other.write_end_)), pid_(std::exchange(other.pid_, -1)) {}
-  cgroup_guardian& operator=(cgroup_guardian&& other) noexcept {
-    if (this != &other) {
-      stop();
-      write_end_ = std::move(other.write_end_);
-      pid_ = std::exchange(other.pid_, -1);
-    }
-    return *this;
-  }
+  cgroup_guardian& operator=(cgroup_guardian&& other) noexcept;
   cgroup_guardian(const cgroup_guardian&) = delete;
   cgroup_guardian& operator=(const cgroup_guardian&) = delete;
   ~cgroup_guardian() { stop(); }
@@ -122,15 +79,7 @@ class cgroup_guardian {
 
   /// Closes the pipe (the watcher kills and removes what is left of the
   /// cgroup — nothing, after a clean disposal — and exits) and reaps it.
-  void stop() noexcept {
-    write_end_.reset();
-    if (pid_ <= 0) return;
-    int status = 0;
-    // ECHILD: a host that ignores SIGCHLD, or reaps with waitpid(-1), took it.
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
+  void stop() noexcept;
 
  private:
   unique_fd write_end_;
@@ -138,3 +87,7 @@ class cgroup_guardian {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/cgroup_guardian.ipp"
+#endif

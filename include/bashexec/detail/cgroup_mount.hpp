@@ -3,14 +3,11 @@
 // /proc/self/cgroup.
 #pragma once
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <string_view>
 
-#include "bashexec/detail/read_text_file.hpp"
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
@@ -23,47 +20,13 @@ struct cgroup2_mount {
   std::string root;
 };
 
-inline std::optional<cgroup2_mount> find_cgroup2_mount() {
-  const auto mountinfo = read_text_file("/proc/self/mountinfo");
-  if (!mountinfo) return std::nullopt;
-  std::optional<cgroup2_mount> found;
-  any_line(*mountinfo, [&](std::string_view view) {
-    const std::string line(view);
-    // id parent major:minor root mount-point options [optional...] - fstype source super-options
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) return false;
-    char root[4096], point[4096];
-    if (std::sscanf(line.c_str(), "%*s %*s %*s %4095s %4095s", root, point) != 2) return false;
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
-    auto unescape = [](std::string_view s) {
-      std::string out;
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\\' && i + 3 < s.size()) {
-          out += static_cast<char>(std::strtol(std::string(s.substr(i + 1, 3)).c_str(), nullptr, 8));
-          i += 3;
-        } else {
-          out += s[i];
-        }
-      }
-      return out;
-    };
-    found = cgroup2_mount{unescape(point), unescape(root)};
-    return true;
-  });
-  return found;
-}
+BASHEXEC_DECL std::optional<cgroup2_mount> find_cgroup2_mount();
 
 /// The host's own cgroup v2 path ("0::<path>" in /proc/self/cgroup).
-inline std::optional<std::string> current_cgroup2_path() {
-  const auto cgroups = read_text_file("/proc/self/cgroup");
-  if (!cgroups) return std::nullopt;
-  std::optional<std::string> path;
-  any_line(*cgroups, [&](std::string_view line) {
-    if (!line.starts_with("0::")) return false;
-    path = std::string(line.substr(3));
-    return true;
-  });
-  return path;
-}
+BASHEXEC_DECL std::optional<std::string> current_cgroup2_path();
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/cgroup_mount.ipp"
+#endif

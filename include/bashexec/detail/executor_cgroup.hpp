@@ -22,22 +22,18 @@
 // it can do anything else to its host.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "bashexec/detail/cgroup.hpp"
 #include "bashexec/detail/cgroup_guardian.hpp"
-#include "bashexec/errors.hpp"
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
@@ -53,16 +49,7 @@ class executor_cgroup : public std::enable_shared_from_this<executor_cgroup> {
   /// Throws infrastructure_error ("cgroup containment: …") naming what is
   /// missing; nothing is left behind then.
   static std::shared_ptr<executor_cgroup> create(const std::filesystem::path& host_parent,
-                                                 std::size_t keep = default_keep) {
-    std::shared_ptr<executor_cgroup> made(new executor_cgroup(keep));
-    const std::string name = unique_cgroup_name();
-    // Watcher first: no moment exists in which our cgroup has none.
-    made->guardian_ = cgroup_guardian::start(host_parent / name);
-    made->self_.emplace(create_checked_cgroup(host_parent, name));
-    made->self_->close_procs_fd();  // nothing runs in the parent itself
-    made->idle_.push_back(made->make_spawn_cgroup());
-    return made;
-  }
+                                                 std::size_t keep = default_keep);
 
   executor_cgroup(const executor_cgroup&) = delete;
   executor_cgroup& operator=(const executor_cgroup&) = delete;
@@ -70,11 +57,7 @@ class executor_cgroup : public std::enable_shared_from_this<executor_cgroup> {
   /// Every lease is gone (each holds a reference), so nothing of ours runs
   /// but what a lease gave up on: idle cgroups go, then the parent is killed
   /// (recursively) and removed, then the guardian is released and reaped.
-  ~executor_cgroup() {
-    idle_.clear();
-    self_.reset();  // kill if populated, bounded wait, rmdir of the whole tree
-    guardian_.stop();
-  }
+  ~executor_cgroup();
 
   /// A per-spawn cgroup for the next child, its cgroup.procs open for it to
   /// join: an idle one when there is one, else a fresh one (one mkdir).
@@ -94,28 +77,12 @@ class executor_cgroup : public std::enable_shared_from_this<executor_cgroup> {
 
   explicit executor_cgroup(std::size_t keep) : keep_(keep) { idle_.reserve(keep); }
 
-  cgroup make_spawn_cgroup() {
-    std::uint64_t n;
-    {
-      std::lock_guard lock(mutex_);
-      n = ++created_;
-    }
-    return cgroup::create_at(path() / fmt::format("spawn-{}", n));
-  }
+  cgroup make_spawn_cgroup();
 
   /// A settled spawn's cgroup: back to the free list when it is empty,
   /// unfrozen and has room, removed otherwise. No allocation (the free list
   /// holds its capacity from the start).
-  void recycle(cgroup&& used) noexcept {
-    if (used.reusable() && used.reopen_procs_fd()) {
-      std::lock_guard lock(mutex_);
-      if (idle_.size() < keep_) {
-        idle_.push_back(std::move(used));
-        return;
-      }
-    }
-    // `used` is destroyed here: killed and waited for if a process is left.
-  }
+  void recycle(cgroup&& used) noexcept;
 
   const std::size_t keep_;
   mutable std::mutex mutex_;
@@ -134,14 +101,7 @@ class cgroup_lease {
   cgroup_lease(cgroup_lease&&) noexcept = default;
   cgroup_lease& operator=(cgroup_lease&&) = delete;
   cgroup_lease(const cgroup_lease&) = delete;
-  ~cgroup_lease() {
-    if (!owner_ || !cgroup_) return;
-    if (cgroup_->populated()) {
-      cgroup_->kill();
-      cgroup_->wait_empty(std::chrono::milliseconds(2000));
-    }
-    owner_->recycle(std::move(*cgroup_));
-  }
+  ~cgroup_lease();
 
   const std::filesystem::path& path() const noexcept { return cgroup_->path(); }
   int procs_fd() const noexcept { return cgroup_->procs_fd(); }
@@ -156,20 +116,8 @@ class cgroup_lease {
   std::optional<cgroup> cgroup_;
 };
 
-inline cgroup_lease executor_cgroup::acquire() {
-  for (;;) {
-    std::optional<cgroup> idle;
-    {
-      std::lock_guard lock(mutex_);
-      if (idle_.empty()) break;
-      idle.emplace(std::move(idle_.back()));
-      idle_.pop_back();
-    }
-    // Checked again: a root command elsewhere may have joined or frozen it
-    // while it waited. Such a one is removed (after a kill) on destruction.
-    if (idle->reusable()) return cgroup_lease(shared_from_this(), std::move(*idle));
-  }
-  return cgroup_lease(shared_from_this(), make_spawn_cgroup());
-}
-
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/executor_cgroup.ipp"
+#endif

@@ -4,48 +4,22 @@
 // before exec and a confined child may not see the caller's PATH.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <string>
-#include <string_view>
-#include <system_error>
 
-#include <sys/stat.h>
-#include <unistd.h>
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
-inline bool is_executable_file(const std::filesystem::path& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
+BASHEXEC_DECL bool is_executable_file(const std::filesystem::path& path);
 
 /// An absolute path to `program`: a name with a slash is taken as given
 /// (made absolute, since the spawn changes directory before exec); a bare
 /// name is searched on $PATH. Empty when nothing executable is found.
-inline std::optional<std::filesystem::path> find_program(const std::filesystem::path& program) {
-  if (program.empty()) return std::nullopt;
-  const std::string text = program.string();
-  if (text.find('/') != std::string::npos) {
-    std::error_code ec;
-    auto absolute = std::filesystem::absolute(program, ec);
-    if (ec || !is_executable_file(absolute)) return std::nullopt;
-    return absolute;
-  }
-  const char* env_path = std::getenv("PATH");
-  std::string_view dirs = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
-  while (true) {
-    auto colon = dirs.find(':');
-    std::string_view dir = dirs.substr(0, colon);
-    if (!dir.empty() && dir.front() == '/') {
-      std::filesystem::path candidate = std::filesystem::path(dir) / program;
-      if (is_executable_file(candidate)) return candidate;
-    }
-    if (colon == std::string_view::npos) break;
-    dirs.remove_prefix(colon + 1);
-  }
-  return std::nullopt;
-}
+BASHEXEC_DECL std::optional<std::filesystem::path> find_program(const std::filesystem::path& program);
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/find_program.ipp"
+#endif

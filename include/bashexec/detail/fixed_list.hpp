@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 namespace bashexec::detail {
 

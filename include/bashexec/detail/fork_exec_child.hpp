@@ -59,27 +59,15 @@
 //     stack.
 #pragma once
 
-#include <cerrno>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
-
-// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation.
-#if defined(__GNUC__) || defined(__clang__)
-#define BASHEXEC_DETAIL_VFORK_CHILD __attribute__((no_sanitize_address))
-#else
-#define BASHEXEC_DETAIL_VFORK_CHILD
-#endif
 
 namespace bashexec::detail {
 
@@ -149,107 +137,26 @@ struct child_context {
   int cgroup_procs_fd = -1;  // -1: no cgroup to join
 };
 
-// The child's steps are raw system calls (see the file comment): syscall()
-// sets errno on failure — in the suspended parent thread's slot under
-// CLONE_VM, which is accepted — and touches nothing else.
+// The child's steps (detail/impl/fork_exec_child.ipp) are raw system calls
+// and run on the child's own stack; see the file comment.
 
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_exit(int code) noexcept {
-  for (;;) ::syscall(SYS_exit_group, code);
-}
+[[noreturn]] BASHEXEC_DECL void child_exit(int code) noexcept;
 
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_fail(int error_fd, child_stage stage, int error,
-                                                                int index = 0) noexcept {
-  const child_report report{stage, error, index};
-  while (::syscall(SYS_write, error_fd, &report, sizeof report) < 0 && errno == EINTR) {
-  }
-  child_exit(127);
-}
-
-/// Steps 1-3: setsid, the cgroup, clean signals, the hooks. What a
-/// prespawned process does before it waits for its command
-/// (detail/prespawn_child.hpp); fork_exec's child goes on at once.
-BASHEXEC_DETAIL_VFORK_CHILD inline void child_enter(const child_context& ctx) noexcept {
-  const int error_fd = ctx.error_fd;
-  if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
-  // "0" is "the writing process"; a vfork child is its own thread group, so
-  // only it moves, never the suspended parent.
-  if (ctx.cgroup_procs_fd >= 0)
-    while (::syscall(SYS_write, ctx.cgroup_procs_fd, "0", 1) != 1)
-      if (errno != EINTR) child_fail(error_fd, child_stage::cgroup, errno);
-
-  // Dispositions first, mask second: a signal arriving in between must find
-  // the default action, never a host handler running in the child. The raw
-  // call also resets glibc's two internal signals, which sigaction() refuses
-  // (so their handlers could otherwise run here once unblocked). An all-zero
-  // kernel sigaction is SIG_DFL, no flags, empty mask, on every layout.
-  // Errors are ignored: exec resets handlers anyway; it is SIG_IGN that
-  // would otherwise survive.
-  unsigned long dfl[8] = {};
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::syscall(SYS_rt_sigaction, sig, dfl, nullptr, kernel_sigset_bytes);
-  unsigned long empty[4] = {};
-  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, empty, nullptr, kernel_sigset_bytes);
-
-  for (int i = 0; i < ctx.hook_count; ++i)
-    if (int error = ctx.hooks[i].run(ctx.hooks[i].context); error != 0)
-      child_fail(error_fd, child_stage::hook, error, i);
-}
-
-/// Steps 4-8: renumbering, chdir, close-on-exec, limits, execve. Never
-/// returns. Needs `argv`, `envp`, `workdir`, `sources`/`scratch`/`count`,
-/// `error_fd` and `limits` of `ctx`.
-[[noreturn]] BASHEXEC_DETAIL_VFORK_CHILD inline void child_finish(const child_context& ctx) noexcept {
-  int error_fd = ctx.error_fd;
-  // Move the error pipe and every source above the target range before any
-  // renumbering, so a source that already sits on a target number is not
-  // clobbered. dup3 (not dup2, which some architectures lack) cannot see
-  // equal numbers here: every scratch copy is >= count > its target.
-  const int first_free = ctx.count;
-  if (long moved = ::syscall(SYS_fcntl, error_fd, F_DUPFD_CLOEXEC, first_free); moved >= 0)
-    error_fd = static_cast<int>(moved);
-  else
-    child_fail(error_fd, child_stage::dup, errno);
-  for (int i = 0; i < ctx.count; ++i) {
-    ctx.scratch[i] = static_cast<int>(::syscall(SYS_fcntl, ctx.sources[i], F_DUPFD_CLOEXEC, first_free));
-    if (ctx.scratch[i] < 0) child_fail(error_fd, child_stage::dup, errno);
-  }
-  for (int i = 0; i < ctx.count; ++i)
-    if (::syscall(SYS_dup3, ctx.scratch[i], i, 0) < 0) child_fail(error_fd, child_stage::dup, errno);
-
-  if (ctx.workdir[0] != '\0' && ::syscall(SYS_chdir, ctx.workdir) != 0)
-    child_fail(error_fd, child_stage::chdir, errno);
-
-  // Everything from `count` up — host descriptors without O_CLOEXEC, the
-  // scratch copies, the error pipe — closes at exec. The error pipe keeps
-  // working until then, which is the point of close-on-exec over close.
-  if (::syscall(sys_close_range, static_cast<unsigned>(first_free), ~0U, close_range_cloexec_flag) != 0) {
-    if (errno != ENOSYS && errno != EINVAL) child_fail(error_fd, child_stage::cloexec, errno);
-    // Kernels before 5.11: mark each possible descriptor.
-    std::uint64_t limit[2] = {};  // struct rlimit64 {cur, max}
-    std::uint64_t top = ::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nullptr, limit) == 0 ? limit[0] : 1024;
-    if (top > 65536) top = 65536;
-    for (int fd = first_free; fd < static_cast<int>(top); ++fd) ::syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  }
-
-  // prlimit64 on ourselves: the limits are per process (this child has its
-  // own, no CLONE_THREAD), so the host's stay untouched.
-  for (int i = 0; i < ctx.limit_count; ++i) {
-    const std::uint64_t value[2] = {ctx.limits[i].soft, ctx.limits[i].hard};  // struct rlimit64
-    if (::syscall(SYS_prlimit64, 0, ctx.limits[i].resource, value, nullptr) != 0)
-      child_fail(error_fd, child_stage::rlimit, errno, i);
-  }
-
-  ::syscall(SYS_execve, ctx.path, ctx.argv, ctx.envp);
-  child_fail(error_fd, child_stage::execve, errno);
-}
+[[noreturn]] BASHEXEC_DECL void child_fail(int error_fd, child_stage stage, int error, int index = 0) noexcept;
 
 /// Runs in the cloned child, on its own stack. Never returns. `arg` is the
 /// parent's `child_context`.
-BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
-  const child_context& ctx = *static_cast<const child_context*>(arg);
-  child_enter(ctx);
-  child_finish(ctx);
-}
+BASHEXEC_DECL int child_main(void* arg) noexcept;
+
+/// Steps 1-3 of child_main: setsid, the cgroup, clean signals, the hooks.
+/// What a prespawned process does before it waits for its command
+/// (detail/prespawn_child.hpp); fork_exec's child goes on at once.
+BASHEXEC_DECL void child_enter(const child_context& ctx) noexcept;
+
+/// Steps 4-8 of child_main: renumbering, chdir, close-on-exec, limits,
+/// execve. Needs `path`, `argv`, `envp`, `workdir`, `sources`/`scratch`/
+/// `count`, `error_fd` and `limits` of `ctx`.
+[[noreturn]] BASHEXEC_DECL void child_finish(const child_context& ctx) noexcept;
 
 /// Blocks every signal — all bits, glibc's internal ones included, as glibc's
 /// own posix_spawn does — for its lifetime, so the child starts with no host
@@ -258,12 +165,7 @@ BASHEXEC_DETAIL_VFORK_CHILD inline int child_main(void* arg) noexcept {
 /// SIGCANCEL and SIGSETXID unblocked.
 class all_signals_blocked {
  public:
-  all_signals_blocked() noexcept {
-    sigset_t all;
-    std::memset(&all, 0xff, sizeof all);
-    std::memset(&saved_, 0, sizeof saved_);
-    ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &saved_, kernel_sigset_bytes);
-  }
+  all_signals_blocked() noexcept;
   ~all_signals_blocked() { ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved_, nullptr, kernel_sigset_bytes); }
   all_signals_blocked(const all_signals_blocked&) = delete;
   all_signals_blocked& operator=(const all_signals_blocked&) = delete;
@@ -276,21 +178,8 @@ class all_signals_blocked {
 /// PROT_NONE guard page, unmapped with the object.
 class vfork_stack {
  public:
-  vfork_stack() {
-    const long page_size = ::sysconf(_SC_PAGESIZE);
-    page_ = page_size > 0 ? static_cast<std::size_t>(page_size) : 4096;
-    size_ = (vfork_stack_bytes + page_ - 1) / page_ * page_ + page_;
-    void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE,
-                        -1, 0);
-    if (base == MAP_FAILED) throw_syscall("mmap (child stack)");
-    base_ = static_cast<char*>(base);
-    if (::mprotect(base_, page_, PROT_NONE) != 0) {
-      const int error = errno;
-      ::munmap(base_, size_);
-      throw_syscall("mprotect (child stack guard)", error);
-    }
-  }
-  ~vfork_stack() { ::munmap(base_, size_); }
+  vfork_stack();
+  ~vfork_stack();
   vfork_stack(const vfork_stack&) = delete;
   vfork_stack& operator=(const vfork_stack&) = delete;
 
@@ -305,4 +194,6 @@ class vfork_stack {
 
 }  // namespace bashexec::detail
 
-#undef BASHEXEC_DETAIL_VFORK_CHILD
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/fork_exec_child.ipp"
+#endif

@@ -4,12 +4,13 @@
 // IOCTL_DEV). Numbers are the kernel's UAPI, stable across architectures.
 #pragma once
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
@@ -116,12 +117,10 @@ inline int landlock_restrict_self(int ruleset_fd, std::uint32_t flags) noexcept 
 /// The kernel's Landlock ABI version, or -errno when Landlock is absent
 /// (ENOSYS: not built in; EOPNOTSUPP: built in but not enabled at boot).
 /// Queried once per process: the answer cannot change while we run.
-inline int landlock_abi() noexcept {
-  static const int abi = [] {
-    int version = landlock_create_ruleset(nullptr, 0, landlock_create_ruleset_version);
-    return version >= 0 ? version : -errno;
-  }();
-  return abi;
-}
+BASHEXEC_DECL int landlock_abi() noexcept;
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/landlock.ipp"
+#endif

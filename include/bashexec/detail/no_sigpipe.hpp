@@ -3,32 +3,18 @@
 // thread around the write and a SIGPIPE it raised is consumed.
 #pragma once
 
-#include <cerrno>
-#include <csignal>
-#include <ctime>
+#include <cstddef>
 
-#include <pthread.h>
-#include <unistd.h>
+#include <sys/types.h>
+
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
-inline ssize_t write_without_sigpipe(int fd, const char* data, std::size_t size) noexcept {
-  sigset_t pipe_only, previous, pending;
-  ::sigemptyset(&pipe_only);
-  ::sigaddset(&pipe_only, SIGPIPE);
-  ::sigpending(&pending);
-  const bool already_pending = ::sigismember(&pending, SIGPIPE) == 1;
-  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
-  ssize_t written = ::write(fd, data, size);
-  const int error = errno;
-  if (written < 0 && error == EPIPE && !already_pending) {
-    const timespec no_wait{0, 0};
-    while (::sigtimedwait(&pipe_only, nullptr, &no_wait) < 0 && errno == EINTR) {
-    }
-  }
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  errno = error;
-  return written;
-}
+BASHEXEC_DECL ssize_t write_without_sigpipe(int fd, const char* data, std::size_t size) noexcept;
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/no_sigpipe.ipp"
+#endif

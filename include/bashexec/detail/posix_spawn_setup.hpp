@@ -5,41 +5,19 @@
 // spawn through it; each adds its own file actions.
 #pragma once
 
-#include <cstring>
 #include <string_view>
 
-#include <csignal>
 #include <spawn.h>
+#include <sys/types.h>
 
-#include <fmt/format.h>
-
-#include "bashexec/detail/unique_fd.hpp"
-#include "bashexec/errors.hpp"
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
 class posix_spawn_setup {
  public:
-  posix_spawn_setup() {
-    if (int rc = ::posix_spawn_file_actions_init(&actions_)) throw_syscall("posix_spawn_file_actions_init", rc);
-    if (int rc = ::posix_spawnattr_init(&attr_)) {
-      ::posix_spawn_file_actions_destroy(&actions_);
-      throw_syscall("posix_spawnattr_init", rc);
-    }
-    sigset_t all, none;
-    // Every bit, not sigfillset: glibc's sigfillset leaves out its internal
-    // signals (32, 33), and posix_spawn then hands them to the child ignored.
-    std::memset(&all, 0xff, sizeof all);
-    ::sigemptyset(&none);
-    ::posix_spawnattr_setsigdefault(&attr_, &all);
-    ::posix_spawnattr_setsigmask(&attr_, &none);
-    ::posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID |
-                                           POSIX_SPAWN_USEVFORK);
-  }
-  ~posix_spawn_setup() {
-    ::posix_spawn_file_actions_destroy(&actions_);
-    ::posix_spawnattr_destroy(&attr_);
-  }
+  posix_spawn_setup();
+  ~posix_spawn_setup();
   posix_spawn_setup(const posix_spawn_setup&) = delete;
   posix_spawn_setup& operator=(const posix_spawn_setup&) = delete;
 
@@ -47,12 +25,7 @@ class posix_spawn_setup {
 
   /// Spawns `path` (no PATH search); throws infrastructure_error
   /// "`what`: <strerror>" when posix_spawn fails.
-  pid_t spawn(const char* path, char* const* argv, char* const* envp, std::string_view what) {
-    pid_t pid = -1;
-    if (int rc = ::posix_spawn(&pid, path, &actions_, &attr_, argv, envp))
-      throw infrastructure_error(fmt::format("{}: {}", what, std::strerror(rc)));
-    return pid;
-  }
+  pid_t spawn(const char* path, char* const* argv, char* const* envp, std::string_view what);
 
  private:
   posix_spawn_file_actions_t actions_;
@@ -60,3 +33,7 @@ class posix_spawn_setup {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/posix_spawn_setup.ipp"
+#endif

@@ -15,11 +15,11 @@
 // whose slot was released is dropped.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <limits>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,12 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include <csignal>
-#include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-
 #include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
@@ -66,52 +62,17 @@ class reactor {
 
   /// Starts the reactor thread (and its epoll set) if it is not running.
   /// Callers start it before spawning, so a child never lacks its driver.
-  void start() {
-    std::lock_guard lock(mutex_);
-    start_locked();
-  }
+  void start();
 
   /// Starts watching `c` (its fds must be open). On failure nothing of `c`
   /// stays registered.
-  void add(client& c) {
-    std::lock_guard lock(mutex_);
-    start_locked();
-    for (std::size_t i = 0; i < 4; ++i) {
-      int fd = c.fd(sources[i]);
-      if (fd < 0) continue;
-      const std::uint32_t index = acquire_slot(c, sources[i]);
-      c.slots_[i] = index;
-      epoll_event ev{};
-      ev.events = sources[i] == child_source::in ? EPOLLOUT : EPOLLIN;
-      ev.data.u64 = token(index);
-      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
-        const int error = errno;
-        for (std::size_t j = 0; j < i; ++j)
-          if (int added = c.fd(sources[j]); added >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, added, nullptr);
-        release_slots_locked(c);
-        throw_syscall("epoll_ctl", error);
-      }
-    }
-    pending_.push_back(&c);
-    signal_wake();
-  }
+  void add(client& c);
 
   /// Makes the loop look at deadlines again (after a kill request).
-  void wake() {
-    std::lock_guard lock(mutex_);
-    if (thread_.joinable()) signal_wake();
-  }
+  void wake();
 
   /// Returns once every client added so far has settled and the thread ended.
-  void shutdown() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!thread_.joinable()) return;
-      stopping_ = true;
-      signal_wake();
-    }
-    thread_.join();
-  }
+  void shutdown();
 
  private:
   static constexpr child_source sources[] = {child_source::out, child_source::err, child_source::in,
@@ -129,120 +90,11 @@ class reactor {
     return (std::uint64_t{slots_[index].generation} << 32) | index;
   }
 
-  std::uint32_t acquire_slot(client& c, child_source source) {
-    std::uint32_t index;
-    if (!free_slots_.empty()) {
-      index = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      index = static_cast<std::uint32_t>(slots_.size());
-      slots_.emplace_back();
-    }
-    slots_[index].owner = &c;
-    slots_[index].source = source;
-    return index;
-  }
-
-  void release_slots_locked(client& c) {
-    for (auto& index : c.slots_) {
-      if (index == client::no_slot) continue;
-      slots_[index].owner = nullptr;
-      ++slots_[index].generation;
-      free_slots_.push_back(index);
-      index = client::no_slot;
-    }
-  }
-
-  void start_locked() {
-    if (thread_.joinable()) return;
-    epoll_ = unique_fd(::epoll_create1(EPOLL_CLOEXEC));
-    if (!epoll_) throw_syscall("epoll_create1");
-    wake_ = unique_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake_) throw_syscall("eventfd");
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = wake_token;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) throw_syscall("epoll_ctl");
-    // The thread inherits this mask: the host's signals are never delivered
-    // to the reactor (and a SIGPIPE from a stdin write stays contained).
-    sigset_t all, previous;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-    thread_ = std::thread([this] { loop(); });
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  }
-
-  void signal_wake() {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
-  }
-
-  void loop() {
-    std::vector<client*> clients;
-    std::vector<char> scratch(1 << 16);
-    std::array<epoll_event, 256> events;
-    std::vector<std::pair<client*, child_source>> ready;
-    for (;;) {
-      {
-        std::lock_guard lock(mutex_);
-        clients.insert(clients.end(), pending_.begin(), pending_.end());
-        pending_.clear();
-      }
-      // Before blocking: a client can settle on events that arrived before it
-      // joined `clients`; with its fds closed nothing would wake us for it.
-      std::erase_if(clients, [this](client* c) {
-        if (!c->settled()) return false;
-        {
-          std::lock_guard lock(mutex_);
-          release_slots_locked(*c);  // from here on `c` may be destroyed by anyone
-        }
-        c->on_settled();
-        return true;
-      });
-      {
-        std::lock_guard lock(mutex_);
-        if (stopping_ && clients.empty() && pending_.empty()) return;
-      }
-      int timeout_ms = -1;
-      const auto now = clock::now();
-      for (client* c : clients)
-        if (auto at = c->deadline()) {
-          auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
-          ms = std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max());
-          if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
-        }
-      int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
-      if (n < 0 && errno != EINTR) throw_syscall("epoll_wait");  // terminates: a broken epoll is fatal
-      const auto after = clock::now();
-      ready.clear();
-      {
-        std::lock_guard lock(mutex_);
-        for (int i = 0; i < n; ++i) {
-          const std::uint64_t t = events[i].data.u64;
-          if (t == wake_token) {
-            std::uint64_t count;
-            [[maybe_unused]] auto r = ::read(wake_.get(), &count, sizeof count);
-            continue;
-          }
-          const auto index = static_cast<std::uint32_t>(t);
-          if (index >= slots_.size() || slots_[index].generation != static_cast<std::uint32_t>(t >> 32) ||
-              slots_[index].owner == nullptr)
-            continue;  // released: its client settled, and may be gone
-          ready.emplace_back(slots_[index].owner, slots_[index].source);
-        }
-      }
-      // Only this thread releases slots, so every client in `ready` lives on.
-      for (auto [owner, source] : ready) {
-        // A stale event for a descriptor closed earlier in this batch.
-        if (owner->fd(source) < 0) continue;
-        owner->on_event(source, scratch.data(), scratch.size(), after);
-      }
-      for (client* c : clients) {
-        auto at = c->deadline();
-        if (at && *at <= after) c->on_time(after);
-      }
-    }
-  }
+  std::uint32_t acquire_slot(client& c, child_source source);
+  void release_slots_locked(client& c);
+  void start_locked();
+  void signal_wake();
+  void loop();
 
   std::mutex mutex_;
   std::thread thread_;
@@ -255,3 +107,7 @@ class reactor {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/reactor.ipp"
+#endif

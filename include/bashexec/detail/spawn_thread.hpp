@@ -18,7 +18,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <csignal>
 #include <deque>
 #include <functional>
 #include <exception>
@@ -29,8 +28,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <pthread.h>
-
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/errors.hpp"
 
 namespace bashexec::detail {
@@ -72,38 +70,11 @@ class spawn_thread {
   }
 
   /// Runs the jobs already queued, then ends the thread.
-  void shutdown() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      if (!thread_.joinable()) return;
-    }
-    wake_.notify_one();
-    thread_.join();
-  }
+  void shutdown();
 
  private:
-  void start_locked() {
-    if (thread_.joinable()) return;
-    sigset_t all, previous;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &previous);  // inherited by the thread
-    thread_ = std::thread([this] { loop(); });
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  }
-
-  void loop() {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, nothing left
-      auto job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      job();  // never throws: exceptions travel to the caller
-      lock.lock();
-    }
-  }
+  void start_locked();
+  void loop();
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -114,3 +85,7 @@ class spawn_thread {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/spawn_thread.ipp"
+#endif

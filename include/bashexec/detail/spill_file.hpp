@@ -6,10 +6,8 @@
 #include <filesystem>
 #include <optional>
 #include <string_view>
-#include <system_error>
 
-#include <unistd.h>
-
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 
 namespace bashexec::detail {
@@ -20,51 +18,17 @@ class spill_file {
 
   /// Opens the file, named by `stream` ("stdout", "stderr"); on failure the
   /// stream simply has no spill path.
-  void open(spill_directory& directory, std::string_view stream) {
-    try {
-      auto [fd, path] = directory.create_file(stream);
-      fd_ = std::move(fd);
-      path_ = std::move(path);
-      directory_ = &directory;
-    } catch (const infrastructure_error&) {
-      failed_ = true;
-    }
-  }
+  void open(spill_directory& directory, std::string_view stream);
 
-  void write(const char* data, std::size_t size) {
-    if (!fd_) return;
-    if (!directory_->charge(size)) return give_up();  // over the budget
-    while (size > 0) {
-      ssize_t n = ::write(fd_.get(), data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        directory_->release(size);
-        return give_up();  // disk full or similar: the file would be incomplete
-      }
-      data += n;
-      size -= static_cast<std::size_t>(n);
-      bytes_ += static_cast<std::uint64_t>(n);
-    }
-  }
+  void write(const char* data, std::size_t size);
 
   /// An incomplete spill file is worth nothing: remove it, free its share of
   /// the budget, withhold the path.
-  void give_up() {
-    failed_ = true;
-    fd_.reset();
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-    directory_->release(bytes_);
-    bytes_ = 0;
-  }
+  void give_up();
 
   /// Closes the file; a failed close or earlier failed write withholds the
   /// path, since the file may not hold the whole stream.
-  void close() {
-    if (fd_ && fd_.reset() != 0) failed_ = true;
-    if (directory_ && !closed_ && !path_.empty() && !failed_) directory_->settled(path_, bytes_);
-    closed_ = true;
-  }
+  void close();
 
   std::optional<std::filesystem::path> path() const {
     if (failed_ || path_.empty()) return std::nullopt;
@@ -81,3 +45,7 @@ class spill_file {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/spill_file.ipp"
+#endif

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "bashexec/detail/linkage.hpp"
+
 namespace bashexec::detail {
 
 constexpr char ascii_lower(char c) noexcept {
@@ -33,31 +35,11 @@ constexpr bool icontains_any(std::string_view haystack, const Range& needles) no
 }
 
 /// The first non-blank line of `text`, without its line ending.
-inline std::string first_line(std::string_view text) {
-  while (!text.empty()) {
-    auto end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.find_first_not_of(" \t") != std::string_view::npos) return std::string(line);
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-  return {};
-}
+BASHEXEC_DECL std::string first_line(std::string_view text);
 
 /// The first line of `text` holding `needle` (ignoring ASCII case), without
 /// its line ending; empty when none does.
-inline std::string line_containing(std::string_view text, std::string_view needle) {
-  while (!text.empty()) {
-    auto end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (icontains(line, needle)) return std::string(line);
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-  return {};
-}
+BASHEXEC_DECL std::string line_containing(std::string_view text, std::string_view needle);
 
 /// Runner-failure signatures (contract 16): a failure when any non-empty
 /// signature occurs anywhere in the runner's combined output — stderr or
@@ -78,3 +60,7 @@ std::optional<std::string> match_runner_signature(std::string_view err, std::str
 }
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/text_match.ipp"
+#endif

@@ -3,27 +3,21 @@
 #pragma once
 
 #include <cerrno>
-#include <cstring>
+#include <string>
 #include <string_view>
 #include <utility>
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/errors.hpp"
 
 namespace bashexec::detail {
 
 /// "call: strerror(errno)" — the shape of every system-call error message.
-inline std::string syscall_message(std::string_view call, int error = errno) {
-  return fmt::format("{}: {}", call, std::strerror(error));
-}
+BASHEXEC_DECL std::string syscall_message(std::string_view call, int error = errno);
 
-[[noreturn]] inline void throw_syscall(std::string_view call, int error = errno) {
-  throw infrastructure_error(syscall_message(call, error));
-}
+[[noreturn]] BASHEXEC_DECL void throw_syscall(std::string_view call, int error = errno);
 
 /// Owns one descriptor; closes it exactly once.
 class unique_fd {
@@ -62,10 +56,10 @@ struct pipe_pair {
   unique_fd write;
 };
 
-inline pipe_pair make_pipe(int extra_flags = 0) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | extra_flags) != 0) throw_syscall("pipe2");
-  return {unique_fd(fds[0]), unique_fd(fds[1])};
-}
+BASHEXEC_DECL pipe_pair make_pipe(int extra_flags = 0);
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/unique_fd.ipp"
+#endif

@@ -31,9 +31,10 @@
 #include <string>
 #include <system_error>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/basic_executor.hpp"
+#include "bashexec/impl/basic_executor.hpp"  // composes its own executors, in either mode
 #include "bashexec/errors.hpp"
 #include "bashexec/laws/report.hpp"
 #include "bashexec/policies.hpp"

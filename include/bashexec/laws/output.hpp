@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/laws/report.hpp"

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/server/line_io.hpp"
 #include "bashexec/tools/approval.hpp"

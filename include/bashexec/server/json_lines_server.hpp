@@ -21,12 +21,11 @@
 
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "bashexec/server/call_pool.hpp"
 #include "bashexec/server/call_runner.hpp"
-#include "bashexec/server/line_io.hpp"
+#include "bashexec/server/line_transport.hpp"
 #include "bashexec/server/options.hpp"
 #include "bashexec/server/request_handler.hpp"
 #include "bashexec/server/session_logs.hpp"
@@ -35,16 +34,14 @@
 namespace bashexec::server {
 
 template <class Executor>
-class json_lines_server {
+class json_lines_server : public line_transport {
  public:
   /// Serves `executor`'s tools on `in_fd` / `out_fd` (not owned; left
   /// open). Construct it, then call `serve` (it blocks); `stop` from any
   /// other thread ends it. The executor must outlive this object.
   json_lines_server(Executor& executor, server_options options = {}, int in_fd = STDIN_FILENO,
                     int out_fd = STDOUT_FILENO)
-      : in_fd_(in_fd),
-        out_(out_fd, closing_, json_lines_fallback_line),
-        pool_(options.max_in_flight, closing_),
+      : line_transport(in_fd, out_fd, options.max_in_flight, json_lines_fallback_line),
         approvals_([this](const nlohmann::json& line) { out_.emit(line); }, options.max_in_flight),
         logs_(std::move(options.session_dir)),
         tools_(executor,
@@ -56,9 +53,6 @@ class json_lines_server {
                    return pool_.without_slot([&] { return approvals_.ask(request); });
                  }) {}
 
-  json_lines_server(const json_lines_server&) = delete;
-  json_lines_server& operator=(const json_lines_server&) = delete;
-
   ~json_lines_server() { finish(); }
 
   /// Serves until end of input or `stop()`. Then, as the protocol promises:
@@ -67,66 +61,55 @@ class json_lines_server {
   /// every call has answered (or stdout stopped taking answers). Killing the
   /// background tasks is the executor's disposal, after this object is gone.
   void serve() {
-    line_reader reader(in_fd_, closing_, handler_.limits().max_line_bytes);
-    std::string line;
-    for (;;) {
-      const auto status = reader.next(line);
-      if (status == line_reader::status::end || status == line_reader::status::closing) break;
-      if (status == line_reader::status::too_long) {
-        out_.emit(response(recover_id(line),
-                           fmt::format("request line longer than {} bytes; ignored",
-                                       handler_.limits().max_line_bytes),
-                           true));
-        continue;
-      }
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      auto dispatched = handler_.dispatch(line);
-      if (auto* now = std::get_if<nlohmann::json>(&dispatched)) {
-        out_.emit(*now);
-        continue;
-      }
-      auto& call = std::get<tool_call>(dispatched);
-      if (!pool_.acquire()) {
-        out_.emit(response(call.id, "the server is shutting down; the call did not run", true));
-        break;
-      }
-      std::shared_ptr<tool_call> shared_call;
-      try {
-        shared_call = std::make_shared<tool_call>(std::move(call));
-      } catch (...) {
-        pool_.release();
-        out_.emit(response(nullptr, "internal error: out of memory; the call did not run", true));
-        continue;
-      }
-      pool_.launch([this, shared_call] { out_.emit(handler_.run(*shared_call, pool_.stop_token())); },
-                   [this, shared_call](std::string_view reason) {
-                     out_.emit(response(shared_call->id, reason, true));
-                   });
-    }
+    const std::size_t max_line_bytes = handler_.limits().max_line_bytes;
+    read_lines(
+        max_line_bytes,
+        [&](const std::string& line) {
+          out_.emit(response(recover_id(line),
+                             fmt::format("request line longer than {} bytes; ignored", max_line_bytes), true));
+        },
+        [this](const std::string& line) { return handle_line(line); });
     finish();
   }
 
   /// Stops reading and aborts the calls in flight; `serve` then returns.
   /// Safe from any thread (a signal-watching thread, say).
   void stop() noexcept {
-    closing_.set();
-    pool_.stop();
+    stop_transport();
     approvals_.close();
   }
 
-  /// True when some response or notice could not be written to `out_fd`.
-  bool output_lost() const noexcept { return out_.lost(); }
-
  private:
+  /// One non-blank request line; false when the server stops reading.
+  bool handle_line(const std::string& line) {
+    auto dispatched = handler_.dispatch(line);
+    if (auto* now = std::get_if<nlohmann::json>(&dispatched)) {
+      out_.emit(*now);
+      return true;
+    }
+    auto& call = std::get<tool_call>(dispatched);
+    if (!pool_.acquire()) {
+      out_.emit(response(call.id, "the server is shutting down; the call did not run", true));
+      return false;
+    }
+    std::shared_ptr<tool_call> shared_call;
+    try {
+      shared_call = std::make_shared<tool_call>(std::move(call));
+    } catch (...) {
+      pool_.release();
+      out_.emit(response(nullptr, "internal error: out of memory; the call did not run", true));
+      return true;
+    }
+    pool_.launch([this, shared_call] { out_.emit(handler_.run(*shared_call, pool_.stop_token())); },
+                 [this, shared_call](std::string_view reason) { out_.emit(response(shared_call->id, reason, true)); });
+    return true;
+  }
+
   void finish() {
     stop();
     pool_.join();
   }
 
-  int in_fd_;
-  closing_flag closing_;
-  line_writer out_;
-  call_pool pool_;
   approval_desk approvals_;
   session_logs logs_;
   // Unsubscribes from the executor before the members above go away.

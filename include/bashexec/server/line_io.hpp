@@ -22,7 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "bashexec/detail/unique_fd.hpp"

@@ -22,13 +22,12 @@
 
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "bashexec/run_progress.hpp"
-#include "bashexec/server/call_pool.hpp"
 #include "bashexec/server/call_runner.hpp"
-#include "bashexec/server/line_io.hpp"
+#include "bashexec/server/line_transport.hpp"
 #include "bashexec/server/mcp_calls.hpp"
 #include "bashexec/server/mcp_protocol.hpp"
 #include "bashexec/server/options.hpp"
@@ -51,17 +50,15 @@ struct mcp_server_options : server_options {
 };
 
 template <class Executor>
-class mcp_server {
+class mcp_server : public line_transport {
  public:
   /// Serves `executor`'s tools over MCP on `in_fd` / `out_fd` (not owned;
   /// left open). Construct it, then call `serve` (it blocks); `stop` from
   /// any other thread ends it. The executor must outlive this object.
   mcp_server(Executor& executor, mcp_server_options options = {}, int in_fd = STDIN_FILENO,
              int out_fd = STDOUT_FILENO)
-      : in_fd_(in_fd),
+      : line_transport(in_fd, out_fd, options.max_in_flight, mcp::fallback_line),
         options_(std::move(options)),
-        out_(out_fd, closing_, mcp::fallback_line),
-        pool_(options_.max_in_flight, closing_),
         logs_(options_.session_dir),
         log_(logs_.open(options_.session)),
         tools_(executor, [this](const std::optional<owner_token>&, const std::string& notice) { log_notice(notice); }),
@@ -69,9 +66,6 @@ class mcp_server {
                 [this](const approval_request& request, std::stop_token stop) {
                   return pool_.without_slot([&] { return elicit(request, stop); });
                 }) {}
-
-  mcp_server(const mcp_server&) = delete;
-  mcp_server& operator=(const mcp_server&) = delete;
 
   ~mcp_server() { finish(); }
 
@@ -81,19 +75,14 @@ class mcp_server {
   /// every call has answered. The executor's disposal kills the tasks.
   void serve() {
     std::jthread ticker([this](std::stop_token stop) { tick_progress(stop); });
-    line_reader reader(in_fd_, closing_, options_.limits.max_line_bytes);
-    std::string line;
-    for (;;) {
-      const auto status = reader.next(line);
-      if (status == line_reader::status::end || status == line_reader::status::closing) break;
-      if (status == line_reader::status::too_long) {
-        out_.emit(mcp::error(recover_id(line), mcp::invalid_request,
-                             fmt::format("message longer than {} bytes; ignored", options_.limits.max_line_bytes)));
-        continue;
-      }
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      if (!handle_line(line)) break;
-    }
+    const std::size_t max_line_bytes = options_.limits.max_line_bytes;
+    read_lines(
+        max_line_bytes,
+        [&](const std::string& line) {
+          out_.emit(mcp::error(recover_id(line), mcp::invalid_request,
+                               fmt::format("message longer than {} bytes; ignored", max_line_bytes)));
+        },
+        [this](const std::string& line) { return handle_line(line); });
     ticker.request_stop();
     wake_ticker();
     finish();
@@ -102,13 +91,10 @@ class mcp_server {
   /// Stops reading and aborts the calls in flight; `serve` then returns.
   /// Safe from any thread (a signal-watching thread, say).
   void stop() noexcept {
-    closing_.set();
-    pool_.stop();
+    stop_transport();
     questions_.cancel_all();
     wake_ticker();
   }
-
-  bool output_lost() const noexcept { return out_.lost(); }
 
  private:
   // ---- the reader thread ------------------------------------------------
@@ -374,11 +360,7 @@ class mcp_server {
     pool_.join();
   }
 
-  int in_fd_;
   mcp_server_options options_;
-  closing_flag closing_;
-  line_writer out_;
-  call_pool pool_;
   session_logs logs_;
   std::shared_ptr<session_log> log_;
 

@@ -22,111 +22,29 @@
 // such file or directory", "setrlimit RLIMIT_AS: …", "execve /bin/nope: …").
 #pragma once
 
-#include <atomic>
-#include <cerrno>
-#include <csignal>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include <fcntl.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <boost/hana/set.hpp>
 #include <boost/hana/type.hpp>
 
-#include <fmt/format.h>
-
-#include "bashexec/detail/c_strings.hpp"
-#include "bashexec/detail/fork_exec_child.hpp"
-#include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/unique_fd.hpp"
-#include "bashexec/errors.hpp"
 #include "bashexec/spawn.hpp"
 
 namespace bashexec {
 
 namespace detail {
+struct child_context;  // detail/fork_exec_child.hpp
+struct child_report;
 
 /// Turns a child's error report into the exception `spawn` throws:
 /// `pre_exec_failed` for a hook, else `infrastructure_error` naming the step.
 /// Shared by every spawn policy that runs the child of fork_exec_child.hpp.
-[[noreturn]] inline void throw_child_failure(const launch_plan& plan, const std::string& workdir,
-                                             const detail::child_report& report) {
-  const char* text = std::strerror(report.error);
-  switch (report.stage) {
-    case child_stage::hook: {
-      const auto i = static_cast<std::size_t>(report.index);
-      const char* stage = i < plan.hooks.size() ? plan.hooks[i].stage : nullptr;
-      throw pre_exec_failed(stage ? stage : "pre-exec", report.error);
-    }
-    case child_stage::chdir:
-      throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
-    case child_stage::execve:
-      throw infrastructure_error(fmt::format("execve {}: {}", plan.argv.front(), text));
-    case child_stage::setsid:
-      throw infrastructure_error(fmt::format("setsid: {}", text));
-    case child_stage::dup:
-      throw infrastructure_error(fmt::format("dup2: {}", text));
-    case child_stage::cloexec:
-      throw infrastructure_error(fmt::format("close_range: {}", text));
-    case child_stage::rlimit: {
-      const auto i = static_cast<std::size_t>(report.index);
-      const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
-      throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
-    }
-    case child_stage::cgroup:
-      throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
-    case child_stage::receive:
-      throw infrastructure_error(fmt::format("prespawned: receive the command: {}", text));
-  }
-  throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
-                                         static_cast<int>(report.stage), text));
-}
-
-/// A real fork (no shared memory) with its pidfd, for a child that must
-/// outlive the call (or when vfork-style clone is refused):
-/// clone3(CLONE_PIDFD), falling back for the rest of the process to _Fork()
-/// (no atfork handlers: nothing may allocate in the child) + pidfd_open in
-/// the parent. Call with every signal blocked (all_signals_blocked). In the
-/// child `pid` is 0 and the caller goes on with async-signal-safe code only.
-struct real_fork {
-  pid_t pid = -1;
-  int pidfd = -1;  // -1 in the child, and after _Fork (the caller opens one)
-  int error = 0;   // errno of the failed call when pid < 0
-  const char* call = "clone3";
-
-  real_fork() noexcept {
-    static std::atomic<bool> clone3_missing{false};
-    if (!clone3_missing.load(std::memory_order_relaxed)) {
-      clone3_args args{};
-      args.flags = clone_pidfd_flag;
-      args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-      args.exit_signal = SIGCHLD;
-      pid = static_cast<pid_t>(::syscall(sys_clone3, &args, sizeof args));
-      if (pid == 0) return;
-      if (pid < 0 && (errno == ENOSYS || errno == EPERM)) clone3_missing.store(true);
-    }
-    if (pid < 0 && clone3_missing.load(std::memory_order_relaxed)) {
-      call = "fork";
-      pidfd = -1;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-      pid = ::_Fork();
-#else
-      pid = ::fork();
-#endif
-      if (pid == 0) return;
-    }
-    error = errno;
-  }
-};
-
+[[noreturn]] BASHEXEC_DECL void throw_child_failure(const launch_plan& plan, const std::string& workdir,
+                                                    const child_report& report);
 }  // namespace detail
 
 /// Spawn policy with pre-exec hooks, limits and cgroup joining: vfork-style
@@ -140,63 +58,7 @@ struct fork_exec {
 
   /// Stateless but for the process-wide memory of which clone works (atomic):
   /// const and safe to call from any number of threads.
-  process_handle spawn(const launch_plan& plan) const {
-    if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
-
-    std::vector<char*> argv = detail::c_string_array(plan.argv);
-    std::vector<char*> envp = detail::c_string_array(plan.env);
-    const std::string workdir = plan.workdir.string();
-
-    // A plan stream left at -1 reads/writes /dev/null rather than whatever
-    // the host has on that number.
-    detail::unique_fd dev_null;
-    auto stream = [&](int fd) {
-      if (fd >= 0) return fd;
-      if (!dev_null) {
-        dev_null.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
-        if (!dev_null) detail::throw_syscall("open /dev/null");
-      }
-      return dev_null.get();
-    };
-    std::vector<int> sources{stream(plan.stdin_fd), stream(plan.stdout_fd), stream(plan.stderr_fd)};
-    sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
-    std::vector<int> scratch(sources.size(), -1);
-
-    detail::pipe_pair errors = detail::make_pipe();
-    detail::child_context ctx{plan.argv.front().c_str(),
-                              argv.data(),
-                              envp.data(),
-                              workdir.c_str(),
-                              sources.data(),
-                              scratch.data(),
-                              static_cast<int>(sources.size()),
-                              errors.write.get(),
-                              plan.hooks.begin(),
-                              static_cast<int>(plan.hooks.size()),
-                              plan.limits.begin(),
-                              static_cast<int>(plan.limits.size()),
-                              plan.cgroup_procs_fd};
-
-    auto [pid, pidfd] = clone_child(ctx);
-    errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
-
-    // After a vfork-style clone the child has already exec'd or exited, so
-    // this returns at once; after a real fork it waits for the exec.
-    detail::child_report report{};
-    std::size_t got = 0;
-    auto* bytes = reinterpret_cast<char*>(&report);
-    while (got < sizeof report) {
-      ssize_t n = ::read(errors.read.get(), bytes + got, sizeof report - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    if (got == 0) return process_handle(pid, std::move(pidfd));
-
-    detail::reap_blocking(pid);
-    if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
-    detail::throw_child_failure(plan, workdir, report);
-  }
+  process_handle spawn(const launch_plan& plan) const;
 
  private:
   struct cloned {
@@ -204,56 +66,11 @@ struct fork_exec {
     detail::unique_fd pidfd;
   };
 
-  static cloned clone_child(detail::child_context& ctx) {
-    // Each path is tried until the kernel (or a seccomp filter) says it is
-    // not there; the answer is kept for the life of the process.
-    static std::atomic<bool> vfork_missing{false};
-    int pidfd = -1;
-    pid_t pid = -1;
-    int error = 0;
-    const char* call = "clone";
-
-    if (!vfork_missing.load(std::memory_order_relaxed)) {
-      detail::vfork_stack stack;
-      {
-        detail::all_signals_blocked blocked;
-        pid = ::clone(&detail::child_main, stack.top(),
-                      CLONE_VM | CLONE_VFORK | static_cast<int>(detail::clone_pidfd_flag) | SIGCHLD, &ctx, &pidfd);
-        // Only meaningful when clone() returned -1 (the child never ran);
-        // after a successful clone errno holds whatever the child left in
-        // this thread's slot.
-        error = errno;
-      }
-      // `stack` is unmapped here: CLONE_VFORK resumed us only after the
-      // child exec'd or exited.
-      if (pid < 0 && (error == EINVAL || error == ENOSYS || error == EPERM)) {
-        vfork_missing.store(true);
-        pidfd = -1;
-      }
-    }
-
-    if (vfork_missing.load(std::memory_order_relaxed)) {
-      detail::all_signals_blocked blocked;
-      detail::real_fork forked;
-      pid = forked.pid;
-      if (pid == 0) detail::child_main(&ctx);
-      pidfd = forked.pidfd;
-      error = forked.error;
-      call = forked.call;
-    }
-
-    if (pid < 0) detail::throw_syscall(call, error);
-    if (pidfd < 0) {
-      pidfd = static_cast<int>(::syscall(detail::sys_pidfd_open, pid, 0));
-      if (pidfd < 0) {
-        error = errno;
-        ::kill(pid, SIGKILL);
-        detail::reap_blocking(pid);
-        detail::throw_syscall("pidfd_open", error);
-      }
-    }
-    return {pid, detail::unique_fd(pidfd)};
-  }
+  static cloned clone_child(detail::child_context& ctx);
 };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/spawn/impl/fork_exec.ipp"
+#endif

@@ -5,20 +5,9 @@
 // that needs any of them is refused (std::invalid_argument), never run.
 #pragma once
 
-#include <algorithm>
-#include <csignal>
-#include <stdexcept>
 #include <string_view>
-#include <vector>
 
-#include <fcntl.h>
-#include <spawn.h>
-
-#include <fmt/format.h>
-
-#include "bashexec/detail/c_strings.hpp"
-#include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/posix_spawn_setup.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/spawn.hpp"
 
 namespace bashexec {
@@ -27,53 +16,11 @@ struct posix_spawner {
   static constexpr std::string_view name = "posix_spawn";
 
   /// Stateless: const and safe to call from any number of threads.
-  process_handle spawn(const launch_plan& plan) const {
-    if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
-    // Hooks, limits and a cgroup need a step in the child between fork and
-    // exec, which posix_spawn has not got (a prlimit or cgroup move after the
-    // spawn comes too late: the command may already have forked).
-    refuse_unsupported<posix_spawner>(plan);
-    auto argv = detail::c_string_array(plan.argv);
-    auto envp = detail::c_string_array(plan.env);
-
-    detail::posix_spawn_setup setup;
-    posix_spawn_file_actions_t* actions = setup.actions();
-    // Sources in target order: fds 0, 1, 2, then the inherited ones as 3, 4, …
-    // (a stream left at -1 is /dev/null, as under every spawn policy).
-    std::vector<int> sources{plan.stdin_fd, plan.stdout_fd, plan.stderr_fd};
-    sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
-    const int next = static_cast<int>(sources.size());
-    // A source sitting on a target number (inherited {4, 3}) would be
-    // clobbered by an earlier dup2: then every source first moves above the
-    // target range, to numbers closefrom removes again.
-    int top = next;
-    for (int fd : sources) top = std::max(top, fd + 1);
-    const bool overlap = std::any_of(sources.begin(), sources.end(), [next](int fd) { return fd >= 0 && fd < next; });
-    if (overlap)
-      for (int target = 0; target < next; ++target)
-        if (const int source = sources[static_cast<std::size_t>(target)]; source >= 0)
-          ::posix_spawn_file_actions_adddup2(actions, source, top + target);
-    for (int target = 0; target < next; ++target) {
-      const int source = sources[static_cast<std::size_t>(target)];
-      if (source < 0)
-        ::posix_spawn_file_actions_addopen(actions, target, "/dev/null", O_RDWR, 0);
-      else
-        ::posix_spawn_file_actions_adddup2(actions, overlap ? top + target : source, target);
-    }
-    // Closes every descriptor the host holds, inheritable or not.
-    ::posix_spawn_file_actions_addclosefrom_np(actions, next);
-    if (!plan.workdir.empty()) ::posix_spawn_file_actions_addchdir_np(actions, plan.workdir.c_str());
-
-    const pid_t pid = setup.spawn(argv[0], argv.data(), envp.data(),
-                                  fmt::format("spawn {} in {}", plan.argv.front(), plan.workdir.string()));
-    try {
-      return process_handle(pid, detail::pidfd_open(pid));
-    } catch (...) {
-      ::kill(pid, SIGKILL);
-      detail::reap_blocking(pid);
-      throw;
-    }
-  }
+  process_handle spawn(const launch_plan& plan) const;
 };
 
 }  // namespace bashexec
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/spawn/impl/posix_spawn.ipp"
+#endif

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "bashexec/detail/enum_names.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
@@ -24,15 +25,12 @@ enum class approval_outcome {
   unavailable,
 };
 
-constexpr std::string_view to_string(approval_outcome outcome) noexcept {
-  switch (outcome) {
-    case approval_outcome::allowed_once: return "allowed-once";
-    case approval_outcome::rejected: return "rejected";
-    case approval_outcome::cancelled: return "cancelled";
-    case approval_outcome::unavailable: return "unavailable";
-  }
-  return "unknown";
-}
+template <>
+struct detail::enum_names<approval_outcome> {
+  static constexpr enum_table<approval_outcome, 4> table{{{approval_outcome::allowed_once, "allowed-once"},
+      {approval_outcome::rejected, "rejected"}, {approval_outcome::cancelled, "cancelled"},
+      {approval_outcome::unavailable, "unavailable"}}};
+};
 
 /// One escalation request, as the model made it.
 struct approval_request {

@@ -26,7 +26,7 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/detail/stderr_section.hpp"
 #include "bashexec/ids.hpp"

@@ -21,7 +21,7 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/child_run.hpp"

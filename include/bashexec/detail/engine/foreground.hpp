@@ -22,7 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/child_run.hpp"

@@ -8,8 +8,6 @@
 // executor.
 #pragma once
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -17,17 +15,12 @@
 #include <string_view>
 #include <utility>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
-
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/child_run.hpp"
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/executor_cgroup.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/resource_limits.hpp"
 #include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/detail/unique_fd.hpp"
@@ -40,12 +33,7 @@ namespace bashexec::detail {
 
 /// Moves a descriptor above 0–2 so renumbering the child's stdio can never
 /// clobber it (a host that closed its own stdin would otherwise get fd 0).
-inline unique_fd above_stdio(unique_fd fd) {
-  if (fd.get() > 2) return fd;
-  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
-  if (moved < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
-  return unique_fd(moved);
-}
+BASHEXEC_DECL unique_fd above_stdio(unique_fd fd);
 
 /// A pipe whose parent end is non-blocking and whose child end is blocking.
 struct child_pipe {
@@ -53,28 +41,11 @@ struct child_pipe {
   unique_fd child;
 };
 
-inline child_pipe make_child_pipe(bool parent_reads) {
-  auto [r, w] = make_pipe();
-  unique_fd parent = above_stdio(parent_reads ? std::move(r) : std::move(w));
-  unique_fd child = above_stdio(parent_reads ? std::move(w) : std::move(r));
-  if (::fcntl(parent.get(), F_SETFL, O_NONBLOCK) != 0) throw_syscall("fcntl(O_NONBLOCK)");
-  return {std::move(parent), std::move(child)};
-}
+BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads);
 
-inline void require_directory(const std::filesystem::path& workdir) {
-  struct stat st {};
-  if (::stat(workdir.c_str(), &st) != 0)
-    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode))
-    throw infrastructure_error(fmt::format("workdir {}: not a directory", workdir.string()));
-  if (::access(workdir.c_str(), X_OK) != 0)
-    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
-}
+BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir);
 
-inline void require_executable(const std::filesystem::path& shell) {
-  if (::access(shell.c_str(), X_OK) != 0)
-    throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
-}
+BASHEXEC_DECL void require_executable(const std::filesystem::path& shell);
 
 /// One spawn, ready for the spawn policy, and what the parent keeps of it.
 struct prepared_launch {
@@ -109,34 +80,14 @@ struct containment_choice {
 /// `automatic` takes a cgroup where the spawn policy can join one before
 /// exec and the host offers one, else the process group; an explicit
 /// `cgroup` throws instead of falling back.
-inline containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
-                                             std::string_view spawn_name) {
-  containment_choice choice;
-  if (config.containment == process_containment::process_group) return choice;
-  if (!spawn_joins_cgroup) {
-    choice.fallback = fmt::format("the {} spawn policy cannot join a cgroup before exec (use spawn_with<fork_exec>)",
-                                  spawn_name);
-    return choice;
-  }
-  try {
-    choice.cgroups = executor_cgroup::create(locate_cgroup_parent(config.cgroup_parent));
-  } catch (const infrastructure_error& e) {
-    if (config.containment == process_containment::cgroup) throw;
-    choice.fallback = e.what();
-  }
-  return choice;
-}
+BASHEXEC_DECL containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
+                                                    std::string_view spawn_name);
 
 /// Builds the `prepared_launch` of each spawn of one executor.
 class launch_builder {
  public:
   launch_builder(const executor_config& config, const std::filesystem::path& workspace_root, spill_directory& spills,
-                 std::shared_ptr<executor_cgroup> cgroups)
-      : config_(config), workspace_root_(workspace_root), spills_(spills), cgroups_(std::move(cgroups)) {
-    dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!dev_null_) throw_syscall("open /dev/null");
-    dev_null_ = above_stdio(std::move(dev_null_));
-  }
+                 std::shared_ptr<executor_cgroup> cgroups);
 
   const executor_config& config() const noexcept { return config_; }
   spill_directory& spills() const noexcept { return spills_; }
@@ -144,10 +95,7 @@ class launch_builder {
 
   /// What would make a spawn meaningless (contract 2): throws
   /// infrastructure_error before anything is spawned.
-  void require_runnable(const exec_spec& spec) const {
-    require_directory(spec.workdir);
-    require_executable(config_.shell);
-  }
+  void require_runnable(const exec_spec& spec) const;
 
   /// The plan for one spawn; confined by `confinement` under `confine_under`
   /// when that is set (never danger-full-access), unconfined otherwise — for
@@ -201,3 +149,7 @@ class launch_builder {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/engine/impl/launch_builder.ipp"
+#endif

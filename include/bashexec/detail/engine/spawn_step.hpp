@@ -7,7 +7,7 @@
 #include <concepts>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
 #include "bashexec/executor_traits.hpp"

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -25,13 +24,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/reactor.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/ids.hpp"
@@ -39,42 +38,17 @@
 namespace bashexec::detail {
 
 /// "1 h", "90 s", "250 ms": a duration as a reader would write it.
-inline std::string duration_text(std::chrono::milliseconds d) {
-  const auto ms = d.count();
-  if (ms % 3600000 == 0) return fmt::format("{} h", ms / 3600000);
-  if (ms % 60000 == 0) return fmt::format("{} min", ms / 60000);
-  if (ms % 1000 == 0) return fmt::format("{} s", ms / 1000);
-  return fmt::format("{} ms", ms);
-}
+BASHEXEC_DECL std::string duration_text(std::chrono::milliseconds d);
 
 /// "16 MiB", "512 KiB", "1000 bytes".
-inline std::string bytes_text(std::uint64_t bytes) {
-  if (bytes % (std::uint64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
-  if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
-  return fmt::format("{} bytes", bytes);
-}
+BASHEXEC_DECL std::string bytes_text(std::uint64_t bytes);
 
 /// The retention policy in words, as task_forgotten messages give it.
-inline std::string retention_text(const task_retention& r) {
-  return fmt::format(
-      "settled tasks are kept for at most {}, at most the {} that settled last, and at most {} of their output in "
-      "memory",
-      duration_text(r.max_age), r.max_tasks, bytes_text(r.max_bytes));
-}
+BASHEXEC_DECL std::string retention_text(const task_retention& r);
 
 /// `bash-N` → N, for ids an executor could have issued (canonical decimal,
 /// no sign or leading zero); empty otherwise.
-inline std::optional<std::uint64_t> serial_of(const task_id& id) {
-  std::string_view text = id.value();
-  constexpr std::string_view prefix = "bash-";
-  if (!text.starts_with(prefix)) return std::nullopt;
-  text.remove_prefix(prefix.size());
-  if (text.empty() || text.front() < '1' || text.front() > '9') return std::nullopt;
-  std::uint64_t serial = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), serial);
-  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return serial;
-}
+BASHEXEC_DECL std::optional<std::uint64_t> serial_of(const task_id& id);
 
 template <class Task>
 class task_registry {
@@ -258,3 +232,7 @@ class task_registry {
 };
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/engine/impl/task_registry.ipp"
+#endif

@@ -11,11 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "bashexec/confinement.hpp"
+#include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/result.hpp"
 
@@ -45,10 +43,11 @@ verdict classify(const Confinement& confinement, std::optional<confined_launch>&
 
 /// The foreground's error for a runner failure, naming the confinement
 /// policy, the mode and the runner's first line.
-inline sandbox_unavailable runner_unavailable(std::string_view confinement_name, const sandbox_info& info,
-                                              std::string_view reason) {
-  return sandbox_unavailable(info.mode, fmt::format("{} sandbox runner failed under {} mode: {}", confinement_name,
-                                                    info.mode, first_line(reason)));
-}
+BASHEXEC_DECL sandbox_unavailable runner_unavailable(std::string_view confinement_name, const sandbox_info& info,
+                                                     std::string_view reason);
 
 }  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/engine/impl/verdict.ipp"
+#endif

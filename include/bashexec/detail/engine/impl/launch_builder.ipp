@@ -1,0 +1,79 @@
+// The bodies of detail/engine/launch_builder.hpp's non-template functions (see detail/linkage.hpp).
+#pragma once
+
+#include "bashexec/detail/engine/launch_builder.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+namespace bashexec::detail {
+
+BASHEXEC_DECL unique_fd above_stdio(unique_fd fd) {
+  if (fd.get() > 2) return fd;
+  int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
+  return unique_fd(moved);
+}
+
+BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads) {
+  auto [r, w] = make_pipe();
+  unique_fd parent = above_stdio(parent_reads ? std::move(r) : std::move(w));
+  unique_fd child = above_stdio(parent_reads ? std::move(w) : std::move(r));
+  if (::fcntl(parent.get(), F_SETFL, O_NONBLOCK) != 0) throw_syscall("fcntl(O_NONBLOCK)");
+  return {std::move(parent), std::move(child)};
+}
+
+BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir) {
+  struct stat st {};
+  if (::stat(workdir.c_str(), &st) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    throw infrastructure_error(fmt::format("workdir {}: not a directory", workdir.string()));
+  if (::access(workdir.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
+}
+
+BASHEXEC_DECL void require_executable(const std::filesystem::path& shell) {
+  if (::access(shell.c_str(), X_OK) != 0)
+    throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
+}
+
+BASHEXEC_DECL containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
+                                                    std::string_view spawn_name) {
+  containment_choice choice;
+  if (config.containment == process_containment::process_group) return choice;
+  if (!spawn_joins_cgroup) {
+    choice.fallback = fmt::format("the {} spawn policy cannot join a cgroup before exec (use spawn_with<fork_exec>)",
+                                  spawn_name);
+    return choice;
+  }
+  try {
+    choice.cgroups = executor_cgroup::create(locate_cgroup_parent(config.cgroup_parent));
+  } catch (const infrastructure_error& e) {
+    if (config.containment == process_containment::cgroup) throw;
+    choice.fallback = e.what();
+  }
+  return choice;
+}
+
+BASHEXEC_DECL launch_builder::launch_builder(const executor_config& config,
+                                             const std::filesystem::path& workspace_root, spill_directory& spills,
+                                             std::shared_ptr<executor_cgroup> cgroups)
+    : config_(config), workspace_root_(workspace_root), spills_(spills), cgroups_(std::move(cgroups)) {
+  dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!dev_null_) throw_syscall("open /dev/null");
+  dev_null_ = above_stdio(std::move(dev_null_));
+}
+
+BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const {
+  require_directory(spec.workdir);
+  require_executable(config_.shell);
+}
+
+}  // namespace bashexec::detail

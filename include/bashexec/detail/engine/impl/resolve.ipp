@@ -1,0 +1,47 @@
+// The bodies of detail/engine/resolve.hpp's non-template functions (see detail/linkage.hpp).
+#pragma once
+
+#include "bashexec/detail/engine/resolve.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "bashexec/errors.hpp"
+
+namespace bashexec::detail {
+
+BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& context) {
+  if (request.command.empty()) throw std::invalid_argument("command must not be empty");
+  if (request.timeout && request.timeout->count() <= 0)
+    throw std::invalid_argument(fmt::format("timeout must be positive, got {} ms", request.timeout->count()));
+  if (request.stdout_max_bytes && *request.stdout_max_bytes == 0)
+    throw std::invalid_argument("stdout_max_bytes must be positive, got 0");
+  if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
+  if (request.mode) require_known_mode(*request.mode, "mode");
+  const executor_config& config = context.config;
+  exec_spec spec;
+  spec.command = std::move(request.command);
+  spec.workdir = request.workdir ? context.cwd / *request.workdir : context.cwd;  // an absolute workdir replaces cwd
+  spec.timeout = std::min(request.timeout.value_or(config.default_timeout), config.max_timeout);
+  spec.stdout_max_bytes = request.stdout_max_bytes.value_or(config.output_cap);
+  spec.stop = std::move(request.stop);
+  spec.stdin_data = std::move(request.stdin_data);
+  spec.env = std::move(request.env);
+  spec.owner = std::move(request.owner);
+  spec.mode = request.mode ? request.mode : context.default_mode;
+  spec.progress = std::move(request.progress);
+  return spec;
+}
+
+BASHEXEC_DECL std::filesystem::path current_directory() {
+  std::error_code ec;
+  auto cwd = std::filesystem::current_path(ec);
+  if (ec) throw infrastructure_error(fmt::format("getcwd: {}", ec.message()));
+  return cwd;
+}
+
+}  // namespace bashexec::detail

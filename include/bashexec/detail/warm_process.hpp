@@ -1,0 +1,70 @@
+// detail/warm_process: one waiting process of the prespawned spawn policy
+// (spawn/prespawned.hpp) as the parent holds it — its pid and pidfd, the
+// parent's end of its socket, its stack and control block — with the two
+// things done with one: start it (for a key's hooks and limits) and hand it
+// a call's plan (the claim). The process side is detail/prespawn_child.hpp.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include <sys/types.h>
+
+#include "bashexec/detail/fixed_list.hpp"
+#include "bashexec/detail/fork_exec_child.hpp"
+#include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/prespawn_child.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/launch.hpp"
+#include "bashexec/process_handle.hpp"
+
+namespace bashexec::detail {
+
+/// A waiting process. Killed (SIGKILL through its pidfd) and reaped when let
+/// go of without being handed out; its stack is unmapped only after that, or
+/// after its exec.
+class warm_process {
+ public:
+  /// Clones one waiting process that runs `hooks` (whose contexts must
+  /// outlive it) and then waits. Returns once it is waiting; throws
+  /// infrastructure_error when the clone fails, and the hook's exception
+  /// (pre_exec_failed, as fork_exec would) when a hook fails.
+  static warm_process start(const launch_plan& key_plan);
+
+  warm_process() = default;
+  warm_process(warm_process&&) noexcept = default;
+  warm_process& operator=(warm_process&& other) noexcept {
+    discard();
+    pid_ = other.pid_;
+    pidfd_ = std::move(other.pidfd_);
+    channel_ = std::move(other.channel_);
+    control_ = std::move(other.control_);
+    stack_ = std::move(other.stack_);
+    return *this;
+  }
+  ~warm_process() { discard(); }
+
+  /// Hands `plan` to the process: the call's descriptors, argv, env and
+  /// workdir; moves it into the plan's cgroup first. The handle once it
+  /// exec'd; empty when it had died before it got the command (the caller
+  /// takes another); throws what fork_exec would for a failing step.
+  std::optional<process_handle> claim(const launch_plan& plan) &&;
+
+  pid_t pid() const noexcept { return pid_; }
+
+  /// SIGKILL, then the reap; nothing once handed out or discarded.
+  void discard() noexcept;
+
+ private:
+  pid_t pid_ = -1;
+  unique_fd pidfd_;
+  unique_fd channel_;
+  std::unique_ptr<waiter_control> control_;
+  std::unique_ptr<vfork_stack> stack_;
+};
+
+}  // namespace bashexec::detail
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#include "bashexec/detail/impl/warm_process.ipp"
+#endif

@@ -1,0 +1,252 @@
+// The member definitions of basic_executor (basic_executor.hpp), and the
+// engine state it holds by pointer. Header-only mode includes this at the end
+// of basic_executor.hpp. In the separately compiled mode the library compiles
+// it for the shipped executors only; a translation unit that composes its own
+// `basic_executor<policies<…>>` includes this header itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bashexec/basic_executor.hpp"
+#include "bashexec/detail/engine/background_task.hpp"
+#include "bashexec/detail/engine/foreground.hpp"
+#include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/resolve.hpp"
+#include "bashexec/detail/engine/spawn_step.hpp"
+#include "bashexec/detail/engine/spill_placement.hpp"
+#include "bashexec/detail/engine/task_registry.hpp"
+#include "bashexec/detail/listeners.hpp"
+#include "bashexec/detail/reactor.hpp"
+#include "bashexec/detail/spawn_thread.hpp"
+
+namespace bashexec {
+
+template <class Policies>
+struct basic_executor<Policies>::engine {
+  using collector = typename output_type::collector;
+  using task_type = detail::background_task<collector, confinement_type>;
+
+  /// How a background task reaches its executor.
+  struct task_events final : detail::task_host {
+    task_events(basic_executor& owner, engine& state) : executor(owner), self(state) {}
+    void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held) override {
+      executor.listeners_->notify(std::move(final_facts));  // the listener's own copy
+      self.tasks.settled(serial, held);
+    }
+    void wake_reactor() override { self.reactor.wake(); }
+    basic_executor& executor;
+    engine& self;
+  };
+
+  explicit engine(basic_executor& owner)
+      : containment((detail::refuse_config_beyond_spawn<Policies>(owner.config_),
+                     detail::choose_containment(owner.config_, executor_can<Policies, spawn_capability::cgroup>,
+                                                spawn_type::name))),
+        launches(owner.config_, owner.workspace_root_, owner.spills_, containment.cgroups),
+        host(owner, *this),
+        tasks(owner.config_.retention) {}
+
+  detail::containment_choice containment;
+  detail::launch_builder launches;
+  std::once_flag selected;
+  task_events host;
+  detail::task_registry<task_type> tasks;
+  detail::spawn_thread spawner;
+  // Declared last: destroyed (joined) first, while the tasks still exist.
+  detail::reactor reactor;
+};
+
+template <class Policies>
+basic_executor<Policies>::basic_executor(executor_config config, const confinement_config& confinement)
+    : config_((validate(config), validate_confinement_config(confinement), std::move(config))),
+      cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
+      workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
+                                                     : cwd_),
+      spills_(detail::choose_spill_parent(config_, workspace_root_, confines), config_.spill_budget_bytes,
+              config_.keep_spill_dir),
+      confinement_(config_.sandbox, confinement),
+      listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
+      spawn_(detail::make_spawn_policy<spawn_type>(config_)),
+      engine_(std::make_unique<engine>(*this)) {}
+
+template <class Policies>
+basic_executor<Policies>::~basic_executor() {
+  listeners_->silence();
+  engine_->tasks.dispose([](typename engine::task_type& task) {
+    task.unwatch_stop();  // no stop callback may reach the reactor once it is gone
+    if (!task.stop(detail::stop_cause::disposal)) task.kill_leftovers();
+  });
+  engine_->reactor.wake();  // lets the reactor end once the tasks have settled
+  engine_->reactor.shutdown();
+  engine_->spawner.shutdown();
+  listeners_->shutdown();
+}
+
+template <class Policies>
+containment_mechanism basic_executor<Policies>::containment() const noexcept {
+  return engine_->containment.cgroups ? containment_mechanism::cgroup : containment_mechanism::process_group;
+}
+
+template <class Policies>
+const std::string& basic_executor<Policies>::containment_fallback() const noexcept {
+  return engine_->containment.fallback;
+}
+
+template <class Policies>
+exec_spec basic_executor<Policies>::resolve(exec_request request) const {
+  return detail::resolve(std::move(request), {config_, cwd_, default_mode()});
+}
+
+template <class Policies>
+run_result basic_executor<Policies>::run(const exec_spec& spec) {
+  if (spec.stop.stop_requested())
+    throw infrastructure_error("run: stop was requested before the command was spawned");
+  const auto under = confine_under(spec);
+  auto& launches = engine_->launches;
+  launches.require_runnable(spec);
+  return detail::run_foreground<typename engine::collector>(spawn_, spec, launches.build(spec, confinement_, under),
+                                                            confinement_, confinement_type::name, launches);
+}
+
+template <class Policies>
+task_id basic_executor<Policies>::start(const exec_spec& spec) {
+  if (spec.stop.stop_requested())
+    throw infrastructure_error("start: stop was requested before the command was spawned");
+  engine& state = *engine_;
+  state.launches.require_runnable(spec);
+  const auto under = confine_under(spec);
+  state.reactor.start();  // before anything is spawned: a child must never lack its driver
+
+  using task_type = typename engine::task_type;
+  auto task = std::make_shared<task_type>(state.host, state.launches, confinement_, spec,
+                                          ownership_type::keep(spec.owner));
+  detail::prepared_launch launch = state.launches.build(spec, confinement_, under);
+  try {
+    // On the executor's spawn thread: whatever the kernel ties to the
+    // spawning thread (bwrap's die-with-parent) lives as long as we do.
+    process_handle process =
+        state.spawner.call([this, &launch] { return detail::spawn_checked(spawn_, launch.plan); });
+    task->begin(std::move(process), std::move(launch));
+  } catch (const pre_exec_failed& e) {
+    // The confinement's own step failed in the child: a runner failure.
+    task->fail_to_start(e.what(), launch, launch.confined.has_value());
+  } catch (const infrastructure_error& e) {
+    // The command never ran: the task settles as killed with the reason.
+    task->fail_to_start(e.what(), launch, false);
+  }
+  // A stop requested meanwhile runs the callback right in `watch_stop`.
+  const task_id id = state.tasks.add(task, state.reactor, [&spec](task_type& added) {
+    if (added.running() && spec.stop.stop_possible()) added.watch_stop(spec.stop);
+  });
+  if (task->running()) {
+    try {
+      state.reactor.add(*task);
+    } catch (const std::exception& e) {
+      task->abandon(e.what());  // killed and reaped; settles as killed with the reason
+    }
+  }
+  if (!task->running()) {
+    task->on_settled();
+    state.reactor.wake();  // the retention deadline may have moved
+  }
+  return id;
+}
+
+template <class Policies>
+task_snapshot basic_executor<Policies>::get(const task_id& id) const {
+  return engine_->tasks.find(id)->snapshot();
+}
+
+template <class Policies>
+std::vector<task_snapshot> basic_executor<Policies>::list() const {
+  std::vector<task_snapshot> out;
+  for (auto& task : engine_->tasks.all()) out.push_back(task->snapshot());
+  return out;
+}
+
+template <class Policies>
+std::optional<owner_token> basic_executor<Policies>::owner_of(const task_id& id) const {
+  return engine_->tasks.owner_of(id);
+}
+
+template <class Policies>
+bool basic_executor<Policies>::may_access(const task_id& id, const std::optional<owner_token>& caller) const {
+  return ownership_type::may_access(engine_->tasks.find(id)->owner(), caller);
+}
+
+template <class Policies>
+task_read basic_executor<Policies>::read_output(const task_id& id) {
+  return engine_->tasks.find(id)->read();
+}
+
+template <class Policies>
+bool basic_executor<Policies>::kill(const task_id& id) {
+  bool started = engine_->tasks.find(id)->stop(detail::stop_cause::killed);
+  if (started) engine_->reactor.wake();
+  return started;
+}
+
+template <class Policies>
+task_snapshot basic_executor<Policies>::wait(const task_id& id) {
+  return engine_->tasks.find(id)->wait(std::nullopt).value();
+}
+
+template <class Policies>
+std::optional<task_snapshot> basic_executor<Policies>::wait_for(const task_id& id,
+                                                                std::chrono::milliseconds timeout) {
+  return engine_->tasks.find(id)->wait(timeout);
+}
+
+template <class Policies>
+std::string basic_executor<Policies>::retention_text() const {
+  return detail::retention_text(config_.retention);
+}
+
+template <class Policies>
+subscription basic_executor<Policies>::subscribe(std::function<void(const task_snapshot&)> listener) {
+  auto id = listeners_->add(std::move(listener));
+  std::weak_ptr<detail::listener_hub<task_snapshot>> hub = listeners_;
+  return subscription([hub, id] {
+    if (auto alive = hub.lock()) alive->remove(id);
+  });
+}
+
+/// The mode a spawn is confined under; empty when it runs unconfined (an
+/// executor that never confines, or danger-full-access). The first confined
+/// call selects a chain's candidate.
+template <class Policies>
+std::optional<sandbox_mode> basic_executor<Policies>::confine_under(const exec_spec& spec) {
+  if constexpr (confines) {
+    const sandbox_mode mode = spec.mode.value_or(*default_mode());
+    if (mode == sandbox_mode::danger_full_access) return std::nullopt;
+    ensure_selected();
+    return mode;
+  } else {
+    return std::nullopt;
+  }
+}
+
+/// A chain of candidates probes once per executor lifetime, on the first
+/// confined call: a run of `true` under a read-only profile. The probe holds
+/// the launch builder only; it never calls back into the executor.
+template <class Policies>
+void basic_executor<Policies>::ensure_selected() {
+  if constexpr (requires { confinement_type::needs_selection; }) {
+    std::call_once(engine_->selected, [this] {
+      confinement_.select(detail::functional_probe<spawn_type, typename engine::collector>{
+          spawn_, engine_->launches, config_.sandbox.probe_timeout, confinement_type::name});
+    });
+  }
+}
+
+}  // namespace bashexec

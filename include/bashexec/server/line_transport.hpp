@@ -1,0 +1,63 @@
+// server/line_transport: what json_lines_server and mcp_server are both
+// built on — the input descriptor, the closing flag, the whole-line writer,
+// the worker slots — and the reading loop that hands each non-blank line to
+// the protocol. The protocols differ only in what a line means.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "bashexec/server/call_pool.hpp"
+#include "bashexec/server/line_io.hpp"
+
+namespace bashexec::server {
+
+class line_transport {
+ public:
+  line_transport(const line_transport&) = delete;
+  line_transport& operator=(const line_transport&) = delete;
+
+  /// True when some line could not be written to the output descriptor.
+  bool output_lost() const noexcept { return out_.lost(); }
+
+ protected:
+  /// `fallback` is the protocol's line for a response that could not be
+  /// built (see line_writer).
+  line_transport(int in_fd, int out_fd, std::size_t max_in_flight, std::string_view fallback)
+      : in_fd_(in_fd), out_(out_fd, closing_, fallback), pool_(max_in_flight, closing_) {}
+  ~line_transport() = default;
+
+  /// Reads lines of at most `max_line_bytes` until end of input, closing, or
+  /// `handle(line)` returning false. An over-long line goes to
+  /// `too_long(line)` (its start, to recover an id from); blank lines are
+  /// skipped.
+  template <class TooLong, class Handle>
+  void read_lines(std::size_t max_line_bytes, TooLong&& too_long, Handle&& handle) {
+    line_reader reader(in_fd_, closing_, max_line_bytes);
+    std::string line;
+    for (;;) {
+      const auto status = reader.next(line);
+      if (status == line_reader::status::end || status == line_reader::status::closing) return;
+      if (status == line_reader::status::too_long) {
+        too_long(line);
+        continue;
+      }
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (!handle(line)) return;
+    }
+  }
+
+  /// Stops reading and stops the calls in flight (safe from any thread).
+  void stop_transport() noexcept {
+    closing_.set();
+    pool_.stop();
+  }
+
+  int in_fd_;
+  closing_flag closing_;
+  line_writer out_;
+  call_pool pool_;
+};
+
+}  // namespace bashexec::server

@@ -1,0 +1,188 @@
+// The bodies of spawn/fork_exec.hpp's non-template functions (see detail/linkage.hpp).
+#pragma once
+
+#include "bashexec/spawn/fork_exec.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include "bashexec/detail/c_strings.hpp"
+#include "bashexec/detail/fork_exec_child.hpp"
+#include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/errors.hpp"
+
+namespace bashexec {
+
+BASHEXEC_DECL process_handle fork_exec::spawn(const launch_plan& plan) const {
+  if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
+
+  std::vector<char*> argv = detail::c_string_array(plan.argv);
+  std::vector<char*> envp = detail::c_string_array(plan.env);
+  const std::string workdir = plan.workdir.string();
+
+  // A plan stream left at -1 reads/writes /dev/null rather than whatever
+  // the host has on that number.
+  detail::unique_fd dev_null;
+  auto stream = [&](int fd) {
+    if (fd >= 0) return fd;
+    if (!dev_null) {
+      dev_null.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
+      if (!dev_null) detail::throw_syscall("open /dev/null");
+    }
+    return dev_null.get();
+  };
+  std::vector<int> sources{stream(plan.stdin_fd), stream(plan.stdout_fd), stream(plan.stderr_fd)};
+  sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
+  std::vector<int> scratch(sources.size(), -1);
+
+  detail::pipe_pair errors = detail::make_pipe();
+  detail::child_context ctx{plan.argv.front().c_str(),
+                            argv.data(),
+                            envp.data(),
+                            workdir.c_str(),
+                            sources.data(),
+                            scratch.data(),
+                            static_cast<int>(sources.size()),
+                            errors.write.get(),
+                            plan.hooks.begin(),
+                            static_cast<int>(plan.hooks.size()),
+                            plan.limits.begin(),
+                            static_cast<int>(plan.limits.size()),
+                            plan.cgroup_procs_fd};
+
+  auto [pid, pidfd] = clone_child(ctx);
+  errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
+
+  // After a vfork-style clone the child has already exec'd or exited, so
+  // this returns at once; after a real fork it waits for the exec.
+  detail::child_report report{};
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&report);
+  while (got < sizeof report) {
+    ssize_t n = ::read(errors.read.get(), bytes + got, sizeof report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got == 0) return process_handle(pid, std::move(pidfd));
+
+  detail::reap_blocking(pid);
+  if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
+  detail::throw_child_failure(plan, workdir, report);
+}
+
+BASHEXEC_DECL fork_exec::cloned fork_exec::clone_child(detail::child_context& ctx) {
+  // Each path is tried until the kernel (or a seccomp filter) says it is
+  // not there; the answer is kept for the life of the process.
+  static std::atomic<bool> vfork_missing{false};
+  static std::atomic<bool> clone3_missing{false};
+  int pidfd = -1;
+  pid_t pid = -1;
+  int error = 0;
+  const char* call = "clone";
+
+  if (!vfork_missing.load(std::memory_order_relaxed)) {
+    detail::vfork_stack stack;
+    {
+      detail::all_signals_blocked blocked;
+      pid = ::clone(&detail::child_main, stack.top(),
+                    CLONE_VM | CLONE_VFORK | static_cast<int>(detail::clone_pidfd_flag) | SIGCHLD, &ctx, &pidfd);
+      // Only meaningful when clone() returned -1 (the child never ran);
+      // after a successful clone errno holds whatever the child left in
+      // this thread's slot.
+      error = errno;
+    }
+    // `stack` is unmapped here: CLONE_VFORK resumed us only after the
+    // child exec'd or exited.
+    if (pid < 0 && (error == EINVAL || error == ENOSYS || error == EPERM)) {
+      vfork_missing.store(true);
+      pidfd = -1;
+    }
+  }
+
+  if (vfork_missing.load(std::memory_order_relaxed)) {
+    detail::all_signals_blocked blocked;
+    if (!clone3_missing.load(std::memory_order_relaxed)) {
+      call = "clone3";
+      detail::clone3_args args{};
+      args.flags = detail::clone_pidfd_flag;
+      args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+      args.exit_signal = SIGCHLD;
+      pid = static_cast<pid_t>(::syscall(detail::sys_clone3, &args, sizeof args));
+      if (pid == 0) detail::child_main(&ctx);
+      if (pid < 0 && (errno == ENOSYS || errno == EPERM)) clone3_missing.store(true);
+    }
+    if (pid < 0 && clone3_missing.load(std::memory_order_relaxed)) {
+      call = "fork";
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+      pid = ::_Fork();  // no atfork handlers: nothing may allocate in the child
+#else
+      pid = ::fork();
+#endif
+      if (pid == 0) detail::child_main(&ctx);
+    }
+    error = errno;
+  }
+
+  if (pid < 0) detail::throw_syscall(call, error);
+  if (pidfd < 0) {
+    pidfd = static_cast<int>(::syscall(detail::sys_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      error = errno;
+      ::kill(pid, SIGKILL);
+      detail::reap_blocking(pid);
+      detail::throw_syscall("pidfd_open", error);
+    }
+  }
+  return {pid, detail::unique_fd(pidfd)};
+}
+
+BASHEXEC_DECL void detail::throw_child_failure(const launch_plan& plan, const std::string& workdir,
+                                              const child_report& report) {
+  const char* text = std::strerror(report.error);
+  switch (report.stage) {
+    case child_stage::hook: {
+      const auto i = static_cast<std::size_t>(report.index);
+      const char* stage = i < plan.hooks.size() ? plan.hooks[i].stage : nullptr;
+      throw pre_exec_failed(stage ? stage : "pre-exec", report.error);
+    }
+    case child_stage::chdir:
+      throw infrastructure_error(fmt::format("chdir {}: {}", workdir, text));
+    case child_stage::execve:
+      throw infrastructure_error(fmt::format("execve {}: {}", plan.argv.front(), text));
+    case child_stage::setsid:
+      throw infrastructure_error(fmt::format("setsid: {}", text));
+    case child_stage::dup:
+      throw infrastructure_error(fmt::format("dup2: {}", text));
+    case child_stage::cloexec:
+      throw infrastructure_error(fmt::format("close_range: {}", text));
+    case child_stage::rlimit: {
+      const auto i = static_cast<std::size_t>(report.index);
+      const std::string which = i < plan.limits.size() ? resource_name(plan.limits[i].resource) : "?";
+      throw infrastructure_error(fmt::format("setrlimit {}: {}", which, text));
+    }
+    case child_stage::cgroup:
+      throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
+    case child_stage::receive:
+      throw infrastructure_error(fmt::format("prespawned: receive the command: {}", text));
+  }
+  throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
+                                         static_cast<int>(report.stage), text));
+}
+
+}  // namespace bashexec

@@ -1,0 +1,229 @@
+// The bodies of spawn/prespawned.hpp's non-template functions (see detail/linkage.hpp).
+#pragma once
+
+#include "bashexec/spawn/prespawned.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "bashexec/detail/warm_process.hpp"
+#include "bashexec/spawn/fork_exec.hpp"
+
+namespace bashexec {
+
+namespace detail {
+
+/// A pool key — what a waiting process did before its command was known —
+/// and its waiting processes.
+struct prespawn_entry {
+  /// The key's plan: its hooks and read_only_paths (nothing else is read).
+  launch_plan key;
+  std::shared_ptr<const void> hook_owner;
+  std::deque<warm_process> ready;
+  std::chrono::steady_clock::time_point last_used;
+  std::chrono::steady_clock::time_point retry_at;  // after a failed start
+
+  bool matches(const launch_plan& plan) const {
+    if (plan.hooks.size() != key.hooks.size()) return false;
+    for (std::size_t i = 0; i < key.hooks.size(); ++i)
+      if (plan.hooks[i].run != key.hooks[i].run || plan.hooks[i].context != key.hooks[i].context ||
+          plan.hooks[i].stage != key.hooks[i].stage)
+        return false;
+    return plan.read_only_paths == key.read_only_paths;
+  }
+};
+
+}  // namespace detail
+
+struct prespawned::pool {
+  explicit pool(const config& c) : settings(c) {}
+  ~pool() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    if (worker.joinable()) worker.join();
+    keys.clear();  // kills and reaps every waiting process
+  }
+
+  const config settings;
+  mutable std::mutex mutex;
+  std::condition_variable wake;    // the worker: a key wants refilling, or stop
+  std::condition_variable filled;  // wait_until_warm
+  std::vector<std::shared_ptr<detail::prespawn_entry>> keys;
+  counters totals;
+  bool stopping = false;
+  std::thread worker;
+
+  void count(std::uint64_t counters::*which) {
+    std::lock_guard lock(mutex);
+    ++(totals.*which);
+  }
+
+  /// Whether `plan` may be served from (and refilled into) a pool.
+  static bool poolable(const launch_plan& plan) noexcept {
+    return (plan.hooks.empty() || plan.hook_owner) &&
+           plan.inherited_fds.size() + 3 <= static_cast<std::size_t>(detail::max_claim_fds);
+  }
+
+  std::optional<detail::warm_process> take(const launch_plan& plan) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mutex);
+    auto found = std::find_if(keys.begin(), keys.end(), [&](const auto& entry) { return entry->matches(plan); });
+    if (found == keys.end()) {
+      if (!poolable(plan) || keys.size() >= settings.max_keys) return std::nullopt;
+      auto entry = std::make_shared<detail::prespawn_entry>();
+      entry->key.argv = {"prespawned"};
+      entry->key.hooks = plan.hooks;
+      entry->key.read_only_paths = plan.read_only_paths;
+      entry->hook_owner = plan.hook_owner;
+      entry->last_used = now;
+      keys.push_back(std::move(entry));
+      if (!worker.joinable()) worker = std::thread([this] { refill(); });
+      wake.notify_one();
+      return std::nullopt;
+    }
+    auto& entry = **found;
+    entry.last_used = now;
+    if (entry.ready.empty()) {
+      wake.notify_one();
+      return std::nullopt;
+    }
+    detail::warm_process process = std::move(entry.ready.front());
+    entry.ready.pop_front();
+    return process;
+  }
+
+  bool wait_until_warm(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex);
+    return filled.wait_for(lock, timeout, [&] {
+      return std::all_of(keys.begin(), keys.end(),
+                         [&](const auto& entry) { return entry->ready.size() >= settings.per_key; });
+    });
+  }
+
+  /// The worker: starts a process for the emptiest key below `per_key` (the
+  /// mutex released meanwhile), drops idle keys, sleeps until asked again or
+  /// the next key may go idle.
+  void refill() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<detail::prespawn_entry>> idle;
+      std::erase_if(keys, [&](const auto& entry) {
+        if (now - entry->last_used < settings.idle_timeout) return false;
+        idle.push_back(entry);
+        return true;
+      });
+      if (!idle.empty()) {
+        lock.unlock();
+        idle.clear();  // kills and reaps outside the lock
+        lock.lock();
+        filled.notify_all();
+        continue;
+      }
+
+      std::shared_ptr<detail::prespawn_entry> wanting;
+      for (const auto& entry : keys)
+        if (entry->ready.size() < settings.per_key && entry->retry_at <= now &&
+            (!wanting || entry->ready.size() < wanting->ready.size()))
+          wanting = entry;
+      if (wanting) {
+        lock.unlock();
+        std::optional<detail::warm_process> process;
+        try {
+          process = detail::warm_process::start(wanting->key);
+        } catch (const std::exception&) {
+          // A refused clone (EAGAIN under RLIMIT_NPROC, …) or a failing
+          // hook: this key is served cold for a while — where the same
+          // failure reaches the caller as it would without a pool — rather
+          // than spinning here.
+        }
+        lock.lock();
+        if (process) {
+          ++totals.started;
+          if (std::find(keys.begin(), keys.end(), wanting) != keys.end()) {
+            wanting->ready.push_back(std::move(*process));
+            filled.notify_all();
+          } else {
+            lock.unlock();
+            process.reset();
+            lock.lock();
+          }
+        } else {
+          wanting->retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          filled.notify_all();
+        }
+        continue;
+      }
+
+      auto next = now + settings.idle_timeout;
+      for (const auto& entry : keys) {
+        next = std::min(next, entry->last_used + settings.idle_timeout);
+        if (entry->ready.size() < settings.per_key) next = std::min(next, entry->retry_at);
+      }
+      wake.wait_until(lock, next);
+    }
+  }
+};
+
+BASHEXEC_DECL prespawned::prespawned() : prespawned(config{}) {}
+
+BASHEXEC_DECL prespawned::prespawned(config settings) {
+  if (settings.per_key < 1 || settings.per_key > 64)
+    throw std::invalid_argument(fmt::format("prespawn.per_key: {} is not in 1 … 64", settings.per_key));
+  if (settings.idle_timeout.count() <= 0) throw std::invalid_argument("prespawn.idle_timeout: must be positive");
+  if (settings.max_keys < 1) throw std::invalid_argument("prespawn.max_keys: must be at least 1");
+  pool_ = std::make_unique<pool>(settings);
+}
+
+BASHEXEC_DECL prespawned::~prespawned() = default;
+
+BASHEXEC_DECL process_handle prespawned::spawn(const launch_plan& plan) const {
+  if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
+  refuse_unsupported<prespawned>(plan);
+  for (;;) {
+    std::optional<detail::warm_process> process = pool_->take(plan);
+    if (!process) break;
+    // The refill waits until this claim is done: starting the next process
+    // meanwhile would compete with this one for the CPU.
+    struct refill_after {
+      pool& p;
+      ~refill_after() { p.wake.notify_one(); }
+    } refill{*pool_};
+    if (auto handle = std::move(*process).claim(plan)) {
+      pool_->count(&counters::warm);
+      return std::move(*handle);
+    }
+    pool_->count(&counters::lost);  // killed while it waited: try the next one
+  }
+  pool_->count(&counters::cold);
+  return fork_exec{}.spawn(plan);
+}
+
+BASHEXEC_DECL bool prespawned::wait_until_warm(std::chrono::milliseconds timeout) const {
+  return pool_->wait_until_warm(timeout);
+}
+
+BASHEXEC_DECL prespawned::counters prespawned::stats() const {
+  std::lock_guard lock(pool_->mutex);
+  return pool_->totals;
+}
+
+BASHEXEC_DECL const prespawned::config& prespawned::settings() const noexcept { return pool_->settings; }
+
+}  // namespace bashexec

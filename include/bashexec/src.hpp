@@ -1,0 +1,77 @@
+// src.hpp: the bodies of bashexec's non-template functions, for the separately
+// compiled mode (see detail/linkage.hpp). Include it in exactly one
+// translation unit, built with BASHEXEC_SEPARATE_COMPILATION defined; the
+// CMake target `bashexec::compiled` does both. A test checks that every
+// `impl/*.ipp` under include/bashexec is listed here.
+#pragma once
+
+#if !defined(BASHEXEC_SEPARATE_COMPILATION)
+#error "<bashexec/src.hpp> is for the separately compiled mode: define BASHEXEC_SEPARATE_COMPILATION"
+#endif
+
+#include "bashexec/bashexec.hpp"
+
+// clang-format off
+// -- the implementation files, sorted --
+#include "bashexec/confinement/impl/bwrap.ipp"
+#include "bashexec/confinement/impl/landlock.ipp"
+#include "bashexec/confinement/impl/runner_command.ipp"
+#include "bashexec/detail/engine/impl/launch_builder.ipp"
+#include "bashexec/detail/engine/impl/resolve.ipp"
+#include "bashexec/detail/engine/impl/spill_placement.ipp"
+#include "bashexec/detail/engine/impl/task_registry.ipp"
+#include "bashexec/detail/engine/impl/verdict.ipp"
+#include "bashexec/detail/impl/bwrap_profile.ipp"
+#include "bashexec/detail/impl/bwrap_style.ipp"
+#include "bashexec/detail/impl/c_strings.ipp"
+#include "bashexec/detail/impl/capabilities.ipp"
+#include "bashexec/detail/impl/cgroup.ipp"
+#include "bashexec/detail/impl/cgroup_guardian.ipp"
+#include "bashexec/detail/impl/cgroup_mount.ipp"
+#include "bashexec/detail/impl/environment.ipp"
+#include "bashexec/detail/impl/executor_cgroup.ipp"
+#include "bashexec/detail/impl/find_program.ipp"
+#include "bashexec/detail/impl/fork_exec_child.ipp"
+#include "bashexec/detail/impl/landlock.ipp"
+#include "bashexec/detail/impl/no_sigpipe.ipp"
+#include "bashexec/detail/impl/pidfd.ipp"
+#include "bashexec/detail/impl/posix_spawn_setup.ipp"
+#include "bashexec/detail/impl/prespawn_child.ipp"
+#include "bashexec/detail/impl/process_group.ipp"
+#include "bashexec/detail/impl/protected_paths.ipp"
+#include "bashexec/detail/impl/reactor.ipp"
+#include "bashexec/detail/impl/read_text_file.ipp"
+#include "bashexec/detail/impl/resource_limits.ipp"
+#include "bashexec/detail/impl/seccomp_filter.ipp"
+#include "bashexec/detail/impl/spawn_thread.ipp"
+#include "bashexec/detail/impl/spill_directory.ipp"
+#include "bashexec/detail/impl/spill_file.ipp"
+#include "bashexec/detail/impl/status_pipe.ipp"
+#include "bashexec/detail/impl/text_formatter.ipp"
+#include "bashexec/detail/impl/text_match.ipp"
+#include "bashexec/detail/impl/unique_fd.ipp"
+#include "bashexec/detail/impl/user_namespace.ipp"
+#include "bashexec/detail/impl/warm_process.ipp"
+#include "bashexec/impl/config.ipp"
+#include "bashexec/impl/confinement.ipp"
+#include "bashexec/impl/host_hardening.ipp"
+#include "bashexec/impl/launch.ipp"
+#include "bashexec/impl/process_handle.ipp"
+#include "bashexec/impl/signal_name.ipp"
+#include "bashexec/output/impl/head_tail.ipp"
+#include "bashexec/output/impl/tail_spill.ipp"
+#include "bashexec/spawn/impl/fork_exec.ipp"
+#include "bashexec/spawn/impl/posix_spawn.ipp"
+#include "bashexec/spawn/impl/prespawned.ipp"
+// -- end --
+// clang-format on
+
+// The shipped executors' members, compiled once. In the compiled mode the
+// headers do not define them, so a user's translation unit refers to these
+// (the standard's explicit-instantiation rule, [temp.pre]/10).
+#include "bashexec/impl/basic_executor.hpp"
+
+namespace bashexec {
+template class basic_executor<policies<>>;
+template class basic_executor<sandbox_policies>;
+}  // namespace bashexec
