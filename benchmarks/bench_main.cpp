@@ -21,6 +21,7 @@ namespace bench {
 void register_collect();
 void register_spawn();
 void register_memory();
+void register_prespawn();
 int measure(int argc, char** argv);
 }  // namespace bench
 
@@ -39,6 +40,10 @@ const std::multimap<std::string, target>& targets() {
       {"spawn/true/fork_exec:automatic_vs_process_group", {"ratio", 1.05, true}},
       {"spawn/true/landlock:read-only", {"ratio_local", 1.10, true}},
       {"spawn/true/landlock:workspace-write", {"ratio_local", 1.10, true}},
+      // Issue 14: a warm pool against the unconfined cold floor.
+      {"spawn/true/prespawned", {"ratio", 0.70, true}},
+      {"spawn/true/prespawned+landlock:read-only", {"ratio", 0.80, true}},
+      {"spawn/true/prespawned+bwrap:read-only", {"ratio", 1.00, true}},
       {"collect/zeros/exec:tail_spill", {"ratio", 0.80, false}},
       {"memory/foreground/tail_spill", {"growth_MiB_1GiB", 8.0, true}},
       {"background/tasks/1000", {"KiB_per_task", 64.0, true}},
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
   bench::register_collect();
   bench::register_spawn();
   bench::register_memory();
+  bench::register_prespawn();
   summary_reporter reporter(benchmark::ConsoleReporter::OO_Tabular);
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

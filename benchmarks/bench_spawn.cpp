@@ -12,9 +12,9 @@
 // process_group containment in every iteration; its `ratio` is the cost of
 // default containment per call (issue 10: at most 1.05).
 //
-// `spawn/true/prespawned[+landlock:read-only]`: the same cases over the
-// prespawned spawn policy, pool full at the start; `warm_share` is the share
-// of its calls a waiting process served (the rest went cold).
+// `spawn/true/prespawned[+landlock|+bwrap:read-only]`: the same cases over
+// the prespawned spawn policy, pool full at the start; `warm_share` is the
+// share of its calls a waiting process served (the rest went cold).
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/local_executor.hpp>
 
@@ -237,6 +237,10 @@ void register_spawn() {
   add("spawn/true/bwrap:read-only", spawn_case<policies<confine_with<bwrap>>>, sandbox_mode::read_only, 60);
   add("spawn/true/bwrap:workspace-write", spawn_case<policies<confine_with<bwrap>>>, sandbox_mode::workspace_write,
       60);
+#ifdef BASHEXEC_BENCH_HAS_PRESPAWNED
+  add("spawn/true/prespawned+bwrap:read-only", spawn_case<policies<spawn_with<prespawned>, confine_with<bwrap>>>,
+      sandbox_mode::read_only, 60);
+#endif
 #endif
 }
 
