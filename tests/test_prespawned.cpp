@@ -8,9 +8,12 @@
 
 #include "executor_test_support.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stop_token>
@@ -18,11 +21,14 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/detail/warm_process.hpp>
 #include <bashexec/spawn/prespawned.hpp>
 
 namespace fs = std::filesystem;
@@ -248,4 +254,106 @@ TEST_CASE("prespawned: config values out of range are refused naming the field",
   CHECK_THROWS_WITH(prespawned(prespawned::config{.per_key = 0}), Catch::Contains("prespawn.per_key"));
   CHECK_THROWS_WITH(prespawned(prespawned::config{.idle_timeout = 0ms}), Catch::Contains("prespawn.idle_timeout"));
   CHECK_THROWS_WITH(prespawned(prespawned::config{.max_keys = 0}), Catch::Contains("prespawn.max_keys"));
+}
+
+namespace {
+
+/// Everything readable from `fd` until end of file.
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("prespawned: a call's limits are applied at the call, so calls with and without them share a key",
+          "[prespawned]") {
+  const prespawned pool(prespawned::config{.per_key = 1});
+  pool.spawn(true_plan()).wait_blocking();  // makes the key known
+  REQUIRE(pool.wait_until_warm(10s));
+  detail::pipe_pair out = detail::make_pipe();
+  launch_plan plan;
+  plan.argv = {"/bin/bash", "-c", "ulimit -n"};
+  plan.env = {"PATH=/usr/bin:/bin"};
+  plan.workdir = "/";
+  plan.stdout_fd = out.write.get();
+  plan.limits.add({RLIMIT_NOFILE, 77, 77});
+  process_handle child = pool.spawn(plan);
+  out.write.reset();
+  child.wait_blocking();
+  CHECK(read_all(out.read.get()) == "77\n");
+  CHECK(pool.stats().warm == 1);
+}
+
+TEST_CASE("prespawned: a hook that fails is reported as a cold spawn reports it, and its key is served cold",
+          "[prespawned]") {
+  const prespawned pool(prespawned::config{.per_key = 1});
+  static const int context = 0;
+  launch_plan plan = true_plan();
+  plan.hooks.add({[](const void*) noexcept { return EACCES; }, &context, "always refuses"});
+  plan.hook_owner = std::shared_ptr<const void>(&context, [](const void*) {});
+  for (int i = 0; i < 3; ++i) {
+    INFO("call " << i);
+    try {
+      pool.spawn(plan);
+      FAIL("the hook's failure did not reach the caller");
+    } catch (const pre_exec_failed& e) {
+      CHECK_THAT(e.what(), Catch::Contains("always refuses"));
+    }
+    std::this_thread::sleep_for(50ms);  // the refill tries, and fails, meanwhile
+  }
+  CHECK(pool.stats().warm == 0);
+  CHECK(pool.stats().cold == 3);
+  CHECK(no_children_left());
+}
+
+TEST_CASE("prespawned: waiting processes exit on their own when the host dies by SIGKILL (Beyond: no orphans)",
+          "[prespawned]") {
+  detail::pipe_pair report = detail::make_pipe();
+  const pid_t host = ::fork();
+  REQUIRE(host >= 0);
+  if (host == 0) {
+    report.read.reset();
+    {
+      const prespawned pool(prespawned::config{.per_key = 3});
+      pool.spawn(true_plan()).wait_blocking();
+      pool.wait_until_warm(10s);
+      std::string pids;
+      for (long pid : test_support::children_of_self()) pids += std::to_string(pid) + "\n";
+      (void)!::write(report.write.get(), pids.data(), pids.size());
+      report.write.reset();
+      ::pause();  // SIGKILLed here, pool and all
+    }
+    ::_exit(1);
+  }
+  report.write.reset();
+  const std::string text = read_all(report.read.get());
+  ::kill(host, SIGKILL);
+  ::waitpid(host, nullptr, 0);
+  std::vector<long> waiting;
+  for (std::size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+    waiting.push_back(std::stol(text.substr(at, end - at)));
+  REQUIRE(waiting.size() == 3);
+  CHECK(test_support::eventually([&] {
+    return std::none_of(waiting.begin(), waiting.end(), [](long pid) { return test_support::pid_alive(pid); });
+  }, 5s));
+}
+
+TEST_CASE("prespawned: a stopped waiting process is dropped after the claim's patience, never waited on forever",
+          "[prespawned]") {
+  {
+    detail::warm_process process = detail::warm_process::start(true_plan());
+    const pid_t pid = process.pid();
+    REQUIRE(::kill(pid, SIGSTOP) == 0);
+    REQUIRE(test_support::eventually([&] {
+      const auto stat = test_support::read_stat(std::to_string(pid));
+      return stat && stat->state == 'T';
+    }, 5s));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(std::move(process).claim(true_plan(), 300).has_value());
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+  }  // dropped: killed and reaped
+  CHECK(test_support::children_of_self().empty());
 }

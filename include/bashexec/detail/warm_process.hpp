@@ -46,9 +46,12 @@ class warm_process {
 
   /// Hands `plan` to the process: the call's descriptors, argv, env and
   /// workdir; moves it into the plan's cgroup first. The handle once it
-  /// exec'd; empty when it had died before it got the command (the caller
-  /// takes another); throws what fork_exec would for a failing step.
-  std::optional<process_handle> claim(const launch_plan& plan) &&;
+  /// exec'd; empty when it had died before it got the command, or did not
+  /// take it within `patience` (it is stopped, or the machine is that
+  /// loaded): the caller drops it and takes another. Throws what fork_exec
+  /// would for a failing step.
+  std::optional<process_handle> claim(const launch_plan& plan, int patience_ms = default_patience_ms) &&;
+  static constexpr int default_patience_ms = 10000;
 
   pid_t pid() const noexcept { return pid_; }
 

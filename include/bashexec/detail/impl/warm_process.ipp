@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -106,7 +107,7 @@ BASHEXEC_DECL warm_process warm_process::start(const launch_plan& key_plan) {
   return process;
 }
 
-BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_plan& plan) && {
+BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_plan& plan, int patience_ms) && {
   unique_fd dev_null;
   auto stream = [&](int fd) {
     if (fd >= 0) return fd;
@@ -165,6 +166,18 @@ BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_pla
   while ((sent = ::sendmsg(channel_.get(), &header, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
   if (sent < 0 && errno != EPIPE && errno != ECONNRESET) throw_syscall("sendmsg (prespawned claim)");
+
+  // A process stopped while it waited (SIGSTOP from an unconfined command
+  // of the host's user) would hold this call forever: one that has not taken
+  // its command within `patience_ms` is dropped like a dead one. Once it
+  // has, the wait is as unbounded as fork_exec's for its vfork child.
+  if (sent >= 0) {
+    pollfd ready{channel_.get(), POLLIN, 0};
+    int polled;
+    while ((polled = ::poll(&ready, 1, patience_ms)) < 0 && errno == EINTR) {
+    }
+    if (polled == 0 && !__atomic_load_n(&control_->claimed, __ATOMIC_ACQUIRE)) return std::nullopt;
+  }
 
   // End of file at the exec — or a failed step's report. End of file
   // without the claimed flag: it died before it read the command.

@@ -205,11 +205,15 @@ BASHEXEC_DECL process_handle prespawned::spawn(const launch_plan& plan) const {
       pool& p;
       ~refill_after() { p.wake.notify_one(); }
     } refill{*pool_};
+    const auto claimed_at = std::chrono::steady_clock::now();
     if (auto handle = std::move(*process).claim(plan)) {
       pool_->count(&counters::warm);
       return std::move(*handle);
     }
-    pool_->count(&counters::lost);  // killed while it waited: try the next one
+    pool_->count(&counters::lost);
+    // Killed while it waited: try the next one. Stopped (it outwaited the
+    // claim's patience): the others may be too, so go cold at once.
+    if (std::chrono::steady_clock::now() - claimed_at >= std::chrono::seconds(1)) break;
   }
   pool_->count(&counters::cold);
   return fork_exec{}.spawn(plan);
