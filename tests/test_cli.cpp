@@ -346,3 +346,83 @@ TEST_CASE("bashexec serve: the lossy line lists the spill paths, each usable as 
   CHECK(std::filesystem::file_size(out) == 108894u);  // seq 20000 | wc -c
   CHECK(std::filesystem::file_size(err) == 168894u);  // seq 30000 | wc -c
 }
+
+// --prespawn N (issue 14): the same compositions over spawn_with<prespawned>.
+
+TEST_CASE("bashexec run --prespawn prints the same result and exit status as a cold run, unconfined and read-only",
+          "[cli][prespawn][contract-2][contract-16]") {
+  test_support::temp_dir workspace;
+  const std::string command =
+      "-- 'echo \"$0|$BASH_EXECUTION_STRING|$(pwd)|$(umask)\"; echo oops >&2; no_such_command_x; exit 3'";
+  const auto cold = cli_run("run --unconfined " + command, workspace.path());
+  const auto warm = cli_run("run --unconfined --prespawn 2 " + command, workspace.path());
+  CHECK(cold.exit_code == 3);
+  CHECK(cold.out.text.find("no_such_command_x: command not found") != std::string::npos);
+  CHECK(warm.exit_code == cold.exit_code);
+  CHECK(warm.out.text == cold.out.text);
+  CHECK(warm.err.text == cold.err.text);
+
+  const std::string denied = "-- 'cat /etc/hostname >/dev/null; echo x > f'";
+  const auto cold_denied = cli_run("run --mode read-only " + denied, workspace.path());
+  if (cold_denied.exit_code == 125) {
+    WARN("skipped the read-only half: no sandbox backend usable on this machine: " << cold_denied.err.text);
+    return;
+  }
+  const auto warm_denied = cli_run("run --mode read-only --prespawn 2 " + denied, workspace.path());
+  CHECK(cold_denied.out.text.find("[sandbox: file access denied under read-only mode]") != std::string::npos);
+  CHECK(warm_denied.exit_code == cold_denied.exit_code);
+  CHECK(warm_denied.out.text == cold_denied.out.text);
+  CHECK_FALSE(std::filesystem::exists(workspace.path() / "f"));
+}
+
+TEST_CASE("bashexec serve --prespawn serves calls from its warm pool and leaves no process behind at end of input",
+          "[cli][serve][prespawn][contract-12]") {
+  for (const std::string mode : {"danger-full-access", "read-only"}) {
+    INFO("mode " << mode);
+    // The workspace path is on the server's command line, so on its waiting
+    // processes' too (clones of the server that have not exec'd yet), and on
+    // no command's: the marker that finds them.
+    test_support::temp_dir workspace;
+    const std::string marker = workspace.path().string();
+    server_process server({"--mode", mode, "--prespawn", "2", "--workdir", marker});
+    // The first call of a key is served cold and makes the key known; the
+    // pool then fills to 2 in the background.
+    server.send(bash_call(1, "s1", "echo first"));
+    const std::string first = server.reply_to(1)["text"];
+    if (first.find("sandbox unavailable") != std::string::npos) {
+      WARN("skipped read-only: no sandbox backend usable on this machine: " << first);
+      break;
+    }
+    CHECK(first == "first\n");
+    REQUIRE(wait_for_processes(marker, 3));  // the server and 2 waiting processes
+    for (int id = 2; id <= 4; ++id) {
+      auto waiting = processes_with(marker);
+      std::erase(waiting, static_cast<long>(server.pid()));
+      server.send(bash_call(id, "s1", "echo $((" + std::to_string(id) + " * 7)); pwd"));
+      CHECK(server.reply_to(id)["text"] == std::to_string(id * 7) + "\n" + marker + "\n");
+      // Served warm: one of the processes that waited before the call ran it
+      // (exec'd bash and exited); a cold call would leave them all waiting.
+      CHECK(std::ranges::any_of(waiting, [](long pid) { return !test_support::pid_alive(pid); }));
+      REQUIRE(wait_for_processes(marker, 3));  // refilled
+    }
+    const auto pool = processes_with(marker);
+    server.close_input();
+    CHECK(server.wait_exit() == 0);
+    CHECK(processes_with(marker).empty());
+    CHECK(std::ranges::none_of(pool, test_support::pid_alive));
+  }
+}
+
+TEST_CASE("bashexec run, serve and mcp refuse a --prespawn that is not a number from 1 to 64, naming the flag",
+          "[cli][prespawn]") {
+  for (auto sub : {"run", "serve", "mcp"}) {
+    for (auto bad : {"0", "65", "abc", "-1", "2x"}) {
+      INFO(sub << " --prespawn " << bad);
+      const auto refused = cli_run(std::string(sub) + " --unconfined --prespawn " + bad + " -- true");
+      CHECK(refused.exit_code == 2);
+      CHECK(refused.err.text.find("--prespawn") != std::string::npos);
+    }
+    CHECK(cli_run(std::string(sub) + " --help").out.text.find("--prespawn N") != std::string::npos);
+  }
+  CHECK(cli_run("--help").out.text.find("[--prespawn N]") != std::string::npos);
+}

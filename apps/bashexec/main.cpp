@@ -3,7 +3,6 @@
 // and for harnesses written in languages other than C++.
 #include <cerrno>
 #include <chrono>
-#include <functional>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -22,15 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include <bashexec/bashexec.hpp>
-// This program composes its own executor (fork_exec, unconfined) and links
-// bashexec::compiled, which holds only the shipped executors' members.
-#include <bashexec/impl/basic_executor.hpp>
 #include <bashexec/server/json_lines_server.hpp>
 #include <bashexec/server/mcp_server.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 #include <bashexec/tools/render.hpp>
 #include <bashexec/tools/result_json.hpp>
 
+#include "executors.hpp"
 #include "options.hpp"
 #include "signals.hpp"
 
@@ -39,16 +36,6 @@ namespace {
 
 constexpr int exit_cannot_run = 125;
 constexpr int exit_usage = 2;
-
-executor_config make_config(const common_options& options) {
-  executor_config config;
-  if (options.workdir) config.cwd = std::filesystem::absolute(*options.workdir);
-  config.sandbox.default_mode = options.mode;
-  config.sandbox.network = options.network;
-  config.containment = options.containment;
-  config.limits = options.limits;
-  return config;
-}
 
 /// How long `run` keeps the spill files it printed a path to.
 constexpr auto kept_spill_lifetime = std::chrono::hours(24);
@@ -77,25 +64,6 @@ std::filesystem::path run_spill_parent(const common_options& options) {
     if (!ignored && now - written > kept_spill_lifetime) std::filesystem::remove_all(entry.path(), ignored);
   }
   return parent;
-}
-
-/// Runs `body` with the executor the options ask for: the sandboxing one
-/// unless the mode is danger-full-access. `adjust` edits the configuration.
-template <class Body>
-int with_executor(const common_options& options, Body&& body,
-                  const std::function<void(executor_config&)>& adjust = {}) {
-  executor_config config = make_config(options);
-  if (adjust) adjust(config);
-  if (options.confined()) {
-    sandbox_executor executor(std::move(config));
-    return body(executor);
-  }
-  // fork_exec rather than local_executor's posix_spawn: the same behaviour
-  // and cost, plus a pre-exec hook, so the default (automatic) containment
-  // can put the command in a cgroup — no escapee outlives an unconfined run
-  // either, even when bashexec itself is SIGKILLed.
-  basic_executor<policies<spawn_with<fork_exec>>> executor(std::move(config));
-  return body(executor);
 }
 
 /// Writes all of `text` to stdout; false (errno set) when it could not,

@@ -32,12 +32,13 @@ struct usage_error : std::runtime_error {
 inline constexpr std::string_view main_help = R"(bashexec — run shell commands for AI coding agents, confined and bounded.
 
 Usage:
-  bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json] -- COMMAND
+  bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json]
+               [--prespawn N] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
-                 [--approve never|always|ask] [--max-in-flight N]
+                 [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                  [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
   bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
-               [--session ID] [--approve never|always|ask] [--max-in-flight N]
+               [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
@@ -69,6 +70,9 @@ Options:
   --timeout MS    kill the command's process group after MS milliseconds
                   (default 120000, at most 600000)
   --json          print the whole run result as one JSON object instead
+  --prespawn N    keep a pool of N processes (1 to 64) started ahead of
+                  later commands; useful with serve/mcp: run serves its
+                  one command cold
   -h, --help      this text
 
 Exit status: the command's own exit code; 128+N when a signal N killed it;
@@ -117,6 +121,11 @@ Options:
   --max-in-flight N   tool calls running at once (default 32, at most 1024); a
                       call over the limit waits for a free slot, and reading
                       pauses meanwhile. A call waiting for approval holds none.
+  --prespawn N        keep a pool of N processes (1 to 64) started ahead of
+                      the calls, per confinement setup: a call takes one,
+                      else starts cold. Costs N idle processes per setup in
+                      use; not faster than cold on Linux today (see
+                      docs/benchmarks.md, "Prespawned pool")
   --retain-tasks N    settled background tasks remembered (default 1000)
   --retain-bytes SIZE memory their output holds: 16777216, 512K, 16M, 1G
                       (powers of 1024; default 16M)
@@ -170,6 +179,8 @@ Options:
   --approve POLICY    escalation requests: ask (default: elicitation when the
                       client supports it, else unavailable), always or never
   --max-in-flight N   tool calls running at once (default 32, at most 1024)
+  --prespawn N        keep a pool of N processes (1 to 64) per confinement
+                      setup, started ahead of the calls, as for serve
   --retain-tasks N, --retain-bytes SIZE, --retain-age TIME
                       which settled background tasks are remembered, as for
                       serve (defaults 1000 tasks, 16M, 1h)
@@ -198,6 +209,8 @@ struct common_options {
   /// --containment and the per-process limits (executor_config's knobs).
   process_containment containment = process_containment::automatic;
   resource_limits limits;
+  /// --prespawn N: serve calls from a warm pool of N per key (spawn_with<prespawned>).
+  std::optional<std::size_t> prespawn;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
 
@@ -286,14 +299,30 @@ inline sandbox_mode parse_mode(std::string_view text) {
       fmt::format("--mode: unknown mode \"{}\" (read-only, workspace-write or danger-full-access)", text));
 }
 
-/// A positive integer flag value (a count, bytes or seconds).
-inline std::uint64_t parse_positive(std::string_view flag, std::string_view text) {
+/// A whole positive number filling `text` (after any unit was cut off).
+inline std::optional<std::uint64_t> positive_number(std::string_view text) {
   std::uint64_t n = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (error != std::errc{} || end != text.data() + text.size() || n == 0)
-    throw usage_error(fmt::format("{}: expected a positive integer, got \"{}\"", flag, text));
+  if (error != std::errc{} || end != text.data() + text.size() || n == 0) return std::nullopt;
   return n;
 }
+
+/// A positive integer flag value (a count, bytes or seconds).
+inline std::uint64_t parse_positive(std::string_view flag, std::string_view text) {
+  if (auto n = positive_number(text)) return *n;
+  throw usage_error(fmt::format("{}: expected a positive integer, got \"{}\"", flag, text));
+}
+
+/// A number of `what` (calls, processes) from 1 to `max`.
+inline std::size_t parse_count(std::string_view flag, std::string_view text, std::string_view what, std::size_t max) {
+  const auto n = positive_number(text);
+  if (!n || *n > max)
+    throw usage_error(fmt::format("{}: expected a number of {} from 1 to {}, got \"{}\"", flag, what, max, text));
+  return static_cast<std::size_t>(*n);
+}
+
+/// --prespawn's range: the library's prespawn_settings::per_key (config.hpp).
+inline constexpr std::size_t max_prespawn = 64;
 
 inline process_containment parse_containment(std::string_view text) {
   if (text == "automatic") return process_containment::automatic;
@@ -320,6 +349,8 @@ inline bool parse_common(std::string_view flag, arguments& args, common_options&
     options.mode = parse_mode(args.value(flag));
   } else if (flag == "--unconfined") {
     options.mode = sandbox_mode::danger_full_access;
+  } else if (flag == "--prespawn") {
+    options.prespawn = parse_count(flag, args.value(flag), "processes", max_prespawn);
   } else if (flag == "--workdir") {
     options.workdir = std::string(args.value(flag));
   } else if (flag == "--network") {
@@ -341,14 +372,6 @@ inline std::chrono::milliseconds parse_timeout(std::string_view text) {
   return std::chrono::milliseconds(ms);
 }
 
-/// A whole positive number filling `text` (after any unit was cut off).
-inline std::optional<std::uint64_t> positive_number(std::string_view text) {
-  std::uint64_t n = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (error != std::errc{} || end != text.data() + text.size() || n == 0) return std::nullopt;
-  return n;
-}
-
 /// `text` without the unit suffix `unit`, when it ends in it.
 inline std::optional<std::string_view> without_suffix(std::string_view text, std::string_view unit) {
   if (!text.ends_with(unit)) return std::nullopt;
@@ -356,11 +379,7 @@ inline std::optional<std::string_view> without_suffix(std::string_view text, std
 }
 
 inline std::size_t parse_max_in_flight(std::string_view text) {
-  const auto n = positive_number(text);
-  if (!n || *n > max_max_in_flight)
-    throw usage_error(
-        fmt::format("--max-in-flight: expected a number of calls from 1 to {}, got \"{}\"", max_max_in_flight, text));
-  return static_cast<std::size_t>(*n);
+  return parse_count("--max-in-flight", text, "calls", max_max_in_flight);
 }
 
 inline std::size_t parse_retain_tasks(std::string_view text) {
