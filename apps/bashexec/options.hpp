@@ -322,7 +322,7 @@ inline std::size_t parse_count(std::string_view flag, std::string_view text, std
 }
 
 /// --prespawn's range: the library's prespawn_settings::per_key (config.hpp).
-inline constexpr std::size_t max_prespawn = 64;
+inline constexpr std::size_t max_prespawn = bashexec::prespawn_settings::max_per_key;
 
 inline process_containment parse_containment(std::string_view text) {
   if (text == "automatic") return process_containment::automatic;

@@ -106,7 +106,9 @@ struct task_retention {
 /// The warm pool of the prespawned spawn policy (spawn/prespawned.hpp),
 /// used only by an executor composed with spawn_with<prespawned>.
 struct prespawn_settings {
-  /// Waiting processes kept per key (1 … 64).
+  /// The most waiting processes a key may keep.
+  static constexpr std::size_t max_per_key = 64;
+  /// Waiting processes kept per key (1 … max_per_key).
   std::size_t per_key = 2;
   /// A key nobody asked for this long loses its processes.
   std::chrono::milliseconds idle_timeout{60000};

@@ -184,8 +184,9 @@ struct prespawned::pool {
 BASHEXEC_DECL prespawned::prespawned() : prespawned(config{}) {}
 
 BASHEXEC_DECL prespawned::prespawned(config settings) {
-  if (settings.per_key < 1 || settings.per_key > 64)
-    throw std::invalid_argument(fmt::format("prespawn.per_key: {} is not in 1 … 64", settings.per_key));
+  if (settings.per_key < 1 || settings.per_key > config::max_per_key)
+    throw std::invalid_argument(
+        fmt::format("prespawn.per_key: {} is not in 1 … {}", settings.per_key, config::max_per_key));
   if (settings.idle_timeout.count() <= 0) throw std::invalid_argument("prespawn.idle_timeout: must be positive");
   if (settings.max_keys < 1) throw std::invalid_argument("prespawn.max_keys: must be at least 1");
   pool_ = std::make_unique<pool>(settings);
