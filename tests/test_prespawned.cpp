@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "executor_test_support.hpp"
+#include "sandbox_test_support.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include <bashexec/basic_executor.hpp>
+#include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 #include <bashexec/detail/warm_process.hpp>
@@ -101,6 +103,8 @@ std::vector<probe> probes() {
       {"grep '^0::' /proc/self/cgroup | sed 's#/bashexec-[^/]*/#/EXECUTOR/#; s/[0-9]*$//'"},
       {"echo x > /etc/bashexec-prespawn-probe; echo status=$?"},
       {"echo before; sleep 30", std::nullopt, 300ms},
+      // A leftover holding the output open after the shell exited.
+      {"sleep 30 & echo started"},
       {"echo before; sleep 30", std::nullopt, std::nullopt, true},
   };
 }
@@ -130,6 +134,8 @@ using cold_unconfined = policies<spawn_with<fork_exec>>;
 using warm_unconfined = policies<spawn_with<prespawned>>;
 using cold_landlock = policies<spawn_with<fork_exec>, confine_with<landlock>>;
 using warm_landlock = policies<spawn_with<prespawned>, confine_with<landlock>>;
+using cold_bwrap = policies<spawn_with<fork_exec>, confine_with<bwrap>>;
+using warm_bwrap = policies<spawn_with<prespawned>, confine_with<bwrap>>;
 
 bool no_children_left() {
   return test_support::eventually([] { return test_support::children_of_self().empty(); }, 5s);
@@ -163,6 +169,12 @@ TEST_CASE("prespawned: a Landlock read-only command from the pool runs byte for 
     return;
   }
   check_equivalence<cold_landlock, warm_landlock>(sandbox_mode::read_only);
+}
+
+TEST_CASE("prespawned: a bwrap read-only command from the pool runs byte for byte like a cold one (contract 13-16)",
+          "[prespawned]") {
+  SKIP_UNLESS(test_support::backend_missing<test_support::bwrap_executor>());
+  check_equivalence<cold_bwrap, warm_bwrap>(sandbox_mode::read_only);
 }
 
 TEST_CASE("prespawned: a waiting process holds one descriptor, its own socket, and nothing of the host (contract 8)",
