@@ -24,6 +24,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -39,6 +40,12 @@ namespace bashexec {
 namespace detail {
 struct child_context;  // detail/fork_exec_child.hpp
 struct child_report;
+
+/// The descriptors a child renumbers to 0, 1, 2, 3, …: the plan's stdin,
+/// stdout and stderr — /dev/null (opened into `dev_null`, which the caller
+/// keeps until the child exec'd) for one left at -1, rather than whatever
+/// the host has on that number — then its inherited_fds.
+BASHEXEC_DECL std::vector<int> child_sources(const launch_plan& plan, unique_fd& dev_null);
 
 /// Turns a child's error report into the exception `spawn` throws:
 /// `pre_exec_failed` for a hook, else `infrastructure_error` naming the step.

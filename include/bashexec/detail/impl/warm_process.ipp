@@ -109,16 +109,7 @@ BASHEXEC_DECL warm_process warm_process::start(const launch_plan& key_plan) {
 
 BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_plan& plan, int patience_ms) && {
   unique_fd dev_null;
-  auto stream = [&](int fd) {
-    if (fd >= 0) return fd;
-    if (!dev_null) {
-      dev_null.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
-      if (!dev_null) throw_syscall("open /dev/null");
-    }
-    return dev_null.get();
-  };
-  std::vector<int> fds{stream(plan.stdin_fd), stream(plan.stdout_fd), stream(plan.stderr_fd)};
-  fds.insert(fds.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
+  const std::vector<int> fds = child_sources(plan, dev_null);
 
   // Into the call's cgroup before the command exists in the process (the
   // cold child writes "0" itself; this one is not running yet).

@@ -35,19 +35,8 @@ BASHEXEC_DECL process_handle fork_exec::spawn(const launch_plan& plan) const {
   std::vector<char*> envp = detail::c_string_array(plan.env);
   const std::string workdir = plan.workdir.string();
 
-  // A plan stream left at -1 reads/writes /dev/null rather than whatever
-  // the host has on that number.
   detail::unique_fd dev_null;
-  auto stream = [&](int fd) {
-    if (fd >= 0) return fd;
-    if (!dev_null) {
-      dev_null.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
-      if (!dev_null) detail::throw_syscall("open /dev/null");
-    }
-    return dev_null.get();
-  };
-  std::vector<int> sources{stream(plan.stdin_fd), stream(plan.stdout_fd), stream(plan.stderr_fd)};
-  sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
+  const std::vector<int> sources = detail::child_sources(plan, dev_null);
   std::vector<int> scratch(sources.size(), -1);
 
   detail::pipe_pair errors = detail::make_pipe();
@@ -84,6 +73,20 @@ BASHEXEC_DECL process_handle fork_exec::spawn(const launch_plan& plan) const {
   detail::reap_blocking(pid);
   if (got != sizeof report) throw infrastructure_error("fork_exec: truncated error report from the child");
   detail::throw_child_failure(plan, workdir, report);
+}
+
+BASHEXEC_DECL std::vector<int> detail::child_sources(const launch_plan& plan, unique_fd& dev_null) {
+  auto stream = [&](int fd) {
+    if (fd >= 0) return fd;
+    if (!dev_null) {
+      dev_null.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
+      if (!dev_null) throw_syscall("open /dev/null");
+    }
+    return dev_null.get();
+  };
+  std::vector<int> sources{stream(plan.stdin_fd), stream(plan.stdout_fd), stream(plan.stderr_fd)};
+  sources.insert(sources.end(), plan.inherited_fds.begin(), plan.inherited_fds.end());
+  return sources;
 }
 
 BASHEXEC_DECL fork_exec::cloned fork_exec::clone_child(detail::child_context& ctx) {
