@@ -63,7 +63,8 @@ executor_config config_for(sandbox_mode mode, const fs::path& workspace) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, even when bashexec runs as root",
-                   "[hardening][capabilities]", bwrap_executor, landlock_executor) {
+                   "[hardening][capabilities]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   for (sandbox_mode mode : confined_modes) {
@@ -77,7 +78,7 @@ TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, 
       // As an ordinary user the Landlock hook empties it inside a user
       // namespace of the child's own; where the kernel refuses those, it
       // cannot (no_new_privs keeps exec from using it).
-      if (std::is_same_v<TestType, bwrap_executor> || landlock::empties_bounding_set())
+      if (confined_by<TestType, bwrap> || landlock::empties_bounding_set())
         CHECK_THAT(seen.text, Catch::Contains("CapBnd:\t0000000000000000"));
       else
         WARN("not root and no user namespace allowed: Landlock cannot empty the bounding set");
@@ -86,7 +87,8 @@ TEMPLATE_TEST_CASE("contract 14: a confined command holds no capability at all, 
 }
 
 TEMPLATE_TEST_CASE("contract 14: root inside the sandbox cannot remount, nsenter, unshare or chroot",
-                   "[hardening][capabilities]", bwrap_executor, landlock_executor) {
+                   "[hardening][capabilities]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   temp_dir outside("/var/tmp");
@@ -112,7 +114,7 @@ TEMPLATE_TEST_CASE("contract 14: root inside the sandbox cannot remount, nsenter
 TEMPLATE_TEST_CASE(
     "contract 14: a confined command cannot read the environment, memory or descriptors of the executor or its "
     "parent",
-    "[hardening][host]", bwrap_executor, landlock_executor) {
+    "[hardening][host]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   std::string command;
@@ -315,7 +317,8 @@ TEST_CASE("contract 4: a stopped command still gets its grace: every SIGTERM is 
 // suite's costliest case: the unprivileged rerun (tests/extra_tests.cmake)
 // leaves it out.
 TEMPLATE_TEST_CASE("contract 9: a task started from a short-lived thread reports the truth, 1000 times over",
-                   "[hardening][background][once]", bwrap_executor, landlock_executor) {
+                   "[hardening][background][once]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   TestType exec(config_for<TestType>(sandbox_mode::read_only, workspace.path()));
@@ -411,7 +414,8 @@ TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its commands behind,
 #endif
 
 TEMPLATE_TEST_CASE("Beyond: a spill file is readable at its printed path by later commands but writable by none",
-                   "[hardening][spill]", bwrap_executor, landlock_executor) {
+                   "[hardening][spill]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   for (sandbox_mode mode : confined_modes) {
