@@ -1,4 +1,5 @@
-// Shared by the sandbox tests: one executor per backend, printable sandbox
+// Shared by the sandbox tests: one executor per backend and spawn policy
+// (fork_exec, and the prespawned warm pool: issue 14), printable sandbox
 // facts, visible skips where a backend is missing, and the enforcement level
 // a run must report on this machine.
 #pragma once
@@ -24,8 +25,10 @@
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/network_access.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/spawn/prespawned.hpp>
 
 #include "executor_test_support.hpp"
+#include "prespawn_test_support.hpp"
 
 namespace Catch {
 template <>
@@ -62,11 +65,23 @@ using landlock_executor =
     bashexec::basic_executor<bashexec::policies<bashexec::spawn_with<bashexec::fork_exec>,
                                                 bashexec::confine_with<bashexec::landlock>>>;
 
+/// The same confinements over the prespawned spawn policy, warm from the
+/// start: the sandbox suites list all four executors, so every confined
+/// executor test also runs over the pool.
+using prespawned_bwrap_executor = warm_executor<
+    bashexec::policies<bashexec::spawn_with<bashexec::prespawned>, bashexec::confine_with<bashexec::bwrap>>>;
+using prespawned_landlock_executor = warm_executor<
+    bashexec::policies<bashexec::spawn_with<bashexec::prespawned>, bashexec::confine_with<bashexec::landlock>>>;
+
+/// Whether `Executor` confines with `Confinement`, whatever its spawn policy.
+template <class Executor, class Confinement>
+inline constexpr bool confined_by = std::is_same_v<typename Executor::confinement_type, Confinement>;
+
 /// Why `Executor`'s backend cannot confine here (`with_network`: including
 /// the network knob); empty when it can.
 template <class Executor>
 std::optional<std::string> backend_missing(bool with_network = false) {
-  if constexpr (std::is_same_v<Executor, bwrap_executor>) {
+  if constexpr (confined_by<Executor, bashexec::bwrap>) {
     auto program = bashexec::detail::find_program("bwrap");
     if (!program) return "bwrap is not installed (apt-get install bubblewrap)";
     const std::string probe = program->string() + " --ro-bind / / --dev /dev --proc /proc" +
@@ -90,7 +105,7 @@ template <class Executor>
 bashexec::enforcement expected_level(bashexec::sandbox_mode mode,
                                      bashexec::network_access network = bashexec::network_access::full) {
   using bashexec::enforcement;
-  if constexpr (std::is_same_v<Executor, landlock_executor>) {
+  if constexpr (confined_by<Executor, bashexec::landlock>) {
     const int abi = bashexec::landlock::abi();
     const bool files_full = mode == bashexec::sandbox_mode::read_only &&
                             abi >= bashexec::landlock::full_enforcement_abi &&

@@ -1,5 +1,7 @@
 // The background path: start / read_output / kill / wait / listeners /
 // disposal with real processes (docs/contract.md item 6, 9–12).
+// Through local_executor and, built again as test_background_prespawned,
+// over the prespawned warm pool (tests/unconfined_test_support.hpp).
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,13 +16,14 @@
 
 #include <catch2/catch.hpp>
 
-#include <bashexec/local_executor.hpp>
 #include <bashexec/signal_name.hpp>
 
 #include "executor_test_support.hpp"
+#include "unconfined_test_support.hpp"
 
 using namespace bashexec;
 using namespace std::chrono_literals;
+using test_support::unconfined_executor;
 using test_support::eventually;
 using test_support::fast_config;
 using test_support::ms_since;
@@ -28,12 +31,12 @@ using test_support::steady;
 
 namespace {
 
-task_id start(local_executor& executor, std::string command, std::optional<owner_token> owner = std::nullopt) {
+task_id start(unconfined_executor& executor, std::string command, std::optional<owner_token> owner = std::nullopt) {
   return executor.start(executor.resolve({.command = std::move(command), .owner = std::move(owner)}));
 }
 
 /// Reads until the accumulated delta contains `needle` (or 10 s pass).
-std::string read_until(local_executor& executor, const task_id& id, const std::string& needle) {
+std::string read_until(unconfined_executor& executor, const task_id& id, const std::string& needle) {
   std::string seen;
   eventually([&] {
     seen += executor.read_output(id).delta;
@@ -46,7 +49,7 @@ std::string read_until(local_executor& executor, const task_id& id, const std::s
 
 TEST_CASE("contract 9: ids are sequential per executor, each executor starting at bash-1",
           "[background][contract-9]") {
-  local_executor first(fast_config()), second(fast_config());
+  unconfined_executor first(fast_config()), second(fast_config());
   CHECK(start(first, "true") == task_id("bash-1"));
   CHECK(start(first, "true") == task_id("bash-2"));
   CHECK(start(second, "true") == task_id("bash-1"));
@@ -57,7 +60,7 @@ TEST_CASE("contract 9: ids are sequential per executor, each executor starting a
 
 TEST_CASE("contract 9: start returns at once and no timeout applies to a background task",
           "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const auto begin = steady::now();
   auto id = executor.start(executor.resolve({.command = "sleep 0.6; echo done", .timeout = 100ms}));
   CHECK(ms_since(begin) < 400);
@@ -71,7 +74,7 @@ TEST_CASE("contract 9: start returns at once and no timeout applies to a backgro
 TEST_CASE("contract 6: consecutive reads are incremental and never repeat output", "[background][contract-6]") {
   test_support::temp_dir dir;
   const auto flag = dir.path() / "go";
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "echo a; while [ ! -e '" + flag.string() + "' ]; do sleep 0.02; done; echo b");
   CHECK(read_until(executor, id, "a\n") == "a\n");
   CHECK(executor.read_output(id).delta.empty());
@@ -87,7 +90,7 @@ TEST_CASE("contract 6: consecutive reads are incremental and never repeat output
 
 TEST_CASE("contract 6: stderr follows stdout under its stderr header line, with a separating newline only when needed",
           "[background][contract-6]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   struct example {
     const char* command;
     const char* delta;
@@ -119,7 +122,7 @@ TEST_CASE("contract 6: stderr follows stdout under its stderr header line, with 
 
 TEST_CASE("contract 6: 10 MB under the default cap gives a lossy read naming a spill file that holds it all",
           "[background][contract-6][contract-5]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "yes abcdefghi | head -c 10000000");
   auto final_facts = executor.wait(id);
   CHECK(final_facts.status == task_status::completed);
@@ -145,7 +148,7 @@ TEST_CASE("contract 9/10: two hundred back-to-back short tasks each settle promp
           "[background][contract-9][contract-10]") {
   // A task whose events all arrive before the reactor adopts it must still
   // be noticed as settled (without waiting for some unrelated event).
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::atomic<int> calls{0};
   auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
   for (int i = 0; i < 200; ++i) {
@@ -160,7 +163,7 @@ TEST_CASE("contract 9/10: two hundred back-to-back short tasks each settle promp
 
 TEST_CASE("contract 9: kill stops a running task with SIGTERM, and a second kill returns false",
           "[background][contract-9][contract-4]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "sleep 100");
   CHECK(executor.get(id).status == task_status::running);
   const auto begin = steady::now();
@@ -177,7 +180,7 @@ TEST_CASE("contract 9: kill stops a running task with SIGTERM, and a second kill
 
 TEST_CASE("a background task whose shell left a server holding its output keeps running and streaming",
           "[background][contract-9]") {
-  local_executor executor(fast_config());  // drain 300 ms: it must not apply to background tasks
+  unconfined_executor executor(fast_config());  // drain 300 ms: it must not apply to background tasks
   auto id = start(executor, "(sleep 0.6; echo late) & echo up");
   CHECK(read_until(executor, id, "up\n") == "up\n");
   std::this_thread::sleep_for(400ms);
@@ -192,7 +195,7 @@ TEST_CASE("contract 12: a member that detached from a settled task's output dies
           "[background][contract-12]") {
   long detached = 0;
   {
-    local_executor executor(fast_config());
+    unconfined_executor executor(fast_config());
     auto id = start(executor, "sleep 60 >/dev/null 2>&1 </dev/null & echo $!");
     CHECK(executor.wait(id).status == task_status::completed);
     detached = test_support::first_pid(executor.read_output(id).delta);
@@ -203,7 +206,7 @@ TEST_CASE("contract 12: a member that detached from a settled task's output dies
 }
 
 TEST_CASE("contract 9: kill of a finished task returns false", "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "exit 3");
   CHECK(executor.wait(id).exit_code == 3);
   CHECK_FALSE(executor.kill(id));
@@ -211,7 +214,7 @@ TEST_CASE("contract 9: kill of a finished task returns false", "[background][con
 }
 
 TEST_CASE("contract 4/9: a killed TERM-trapping task is SIGKILLed after the grace", "[background][contract-4]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "trap '' TERM; echo $$; sleep 100");
   const long pgid = test_support::first_pid(read_until(executor, id, "\n"));
   REQUIRE(pgid > 1);
@@ -227,7 +230,7 @@ TEST_CASE("contract 4/9: a killed TERM-trapping task is SIGKILLed after the grac
 }
 
 TEST_CASE("contract 9: a task that sends itself SIGKILL ends killed", "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "kill -KILL $$");
   auto final_facts = executor.wait(id);
   CHECK(final_facts.status == task_status::killed);
@@ -236,7 +239,7 @@ TEST_CASE("contract 9: a task that sends itself SIGKILL ends killed", "[backgrou
 
 TEST_CASE("contract 9: unknown ids throw unknown_task from kill, read_output, get, wait and wait_for",
           "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const task_id missing("bash-999");
   CHECK_THROWS_AS(executor.kill(missing), unknown_task);
   CHECK_THROWS_AS(executor.read_output(missing), unknown_task);
@@ -250,7 +253,7 @@ TEST_CASE("contract 9: unknown ids throw unknown_task from kill, read_output, ge
 
 TEST_CASE("contract 11: owner_of returns the token verbatim, empty for ownerless and unknown ids",
           "[background][contract-11]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const owner_token odd(std::string(" Session/ü \t\n\0x ", 16));
   auto owned = start(executor, "true", odd);
   auto ownerless = start(executor, "true");
@@ -263,7 +266,7 @@ TEST_CASE("contract 11: owner_of returns the token verbatim, empty for ownerless
 }
 
 TEST_CASE("contract 9: list returns every task in start order", "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto a = start(executor, "echo 1");
   auto b = start(executor, "sleep 100");
   auto c = start(executor, "exit 2");
@@ -285,11 +288,11 @@ TEST_CASE("contract 2/9: start checks the shell up front and throws infrastructu
           "[background][contract-9][contract-2]") {
   executor_config config = fast_config();
   config.shell = "/nonexistent/bash";
-  local_executor executor(config);
+  unconfined_executor executor(config);
   CHECK_THROWS_AS(executor.start(executor.resolve({.command = "true"})), infrastructure_error);
   CHECK(executor.list().empty());
   SECTION("an unusable workdir throws too") {
-    local_executor plain(fast_config());
+    unconfined_executor plain(fast_config());
     CHECK_THROWS_AS(plain.start(plain.resolve({.command = "true", .workdir = "/nonexistent/dir"})),
                     infrastructure_error);
   }
@@ -299,7 +302,7 @@ TEST_CASE("contract 9/10: a spawn that fails after the checks settles the task a
           "[background][contract-9][contract-10]") {
   executor_config config = fast_config();
   config.shell = "/tmp";  // a directory passes access(X_OK) but cannot be executed
-  local_executor executor(config);
+  unconfined_executor executor(config);
   std::atomic<int> calls{0};
   auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
   task_id id;
@@ -313,7 +316,7 @@ TEST_CASE("contract 9/10: a spawn that fails after the checks settles the task a
 
 TEST_CASE("contract 10: the listener fires exactly once per task for 50 concurrent tasks, after final facts",
           "[background][contract-10][concurrency]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::mutex mutex;
   std::map<std::string, int> calls;
   std::map<std::string, task_snapshot> facts;
@@ -352,7 +355,7 @@ TEST_CASE("contract 10: a throwing listener neither starves the next one nor bre
     std::lock_guard lock(mutex);
     reported.emplace_back(message);
   };
-  local_executor executor(config);
+  unconfined_executor executor(config);
   std::atomic<int> second_calls{0};
   auto throwing = executor.on_task_done([](const task_snapshot&) { throw std::runtime_error("listener boom"); });
   auto counting = executor.on_task_done([&](const task_snapshot&) { ++second_calls; });
@@ -369,7 +372,7 @@ TEST_CASE("contract 10: a throwing listener neither starves the next one nor bre
 }
 
 TEST_CASE("contract 10: resetting a subscription unsubscribes", "[background][contract-10][concurrency]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::atomic<int> calls{0};
   auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
   REQUIRE(static_cast<bool>(sub));
@@ -381,7 +384,7 @@ TEST_CASE("contract 10: resetting a subscription unsubscribes", "[background][co
   REQUIRE(eventually([&] { return witness.load() == 1; }, 5s));
   CHECK(calls.load() == 0);
   SECTION("and a subscription may outlive its executor") {
-    auto executor2 = std::make_unique<local_executor>(fast_config());
+    auto executor2 = std::make_unique<unconfined_executor>(fast_config());
     auto late = executor2->on_task_done([](const task_snapshot&) {});
     executor2.reset();
     late.reset();
@@ -394,7 +397,7 @@ TEST_CASE("contract 10/12: after disposal no listener runs and no process of the
   std::atomic<int> calls{0};
   long pgid_a = 0, pgid_b = 0;
   {
-    local_executor executor(fast_config());
+    unconfined_executor executor(fast_config());
     auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
     auto a = start(executor, "echo $$; sleep 100");
     auto b = start(executor, "echo $$; sleep 100 | sleep 101");
@@ -414,7 +417,7 @@ TEST_CASE("contract 10/12: after disposal no listener runs and no process of the
 TEST_CASE("contract 12: destroying an executor with a TERM-trapping task returns after about the grace",
           "[background][contract-12][contract-4]") {
   long pgid = 0;
-  auto executor = std::make_unique<local_executor>(fast_config());  // grace 300 ms
+  auto executor = std::make_unique<unconfined_executor>(fast_config());  // grace 300 ms
   auto id = start(*executor, "trap '' TERM; echo $$; sleep 100");
   pgid = test_support::first_pid(read_until(*executor, id, "\n"));
   REQUIRE(pgid > 1);
@@ -428,7 +431,7 @@ TEST_CASE("contract 12: destroying an executor with a TERM-trapping task returns
 
 TEST_CASE("contract 9: wait_for returns empty while the task runs and the snapshot once it settled",
           "[background][contract-9]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = start(executor, "sleep 100");
   const auto begin = steady::now();
   CHECK_FALSE(executor.wait_for(id, 150ms).has_value());
@@ -449,7 +452,7 @@ TEST_CASE("contract 5: the spill directory is removed at disposal, and kept with
     executor_config config = fast_config();
     config.spill_parent = parent.path();
     config.keep_spill_dir = keep;
-    local_executor executor(config);
+    unconfined_executor executor(config);
     auto id = executor.start(executor.resolve({.command = "seq 1 1000", .stdout_max_bytes = 16}));
     executor.wait(id);
     auto r = executor.read_output(id);
@@ -466,7 +469,7 @@ TEST_CASE("contract 5: the spill directory is removed at disposal, and kept with
 
 TEST_CASE("contract 8/9: a background task gets its stdin and its scrubbed environment",
           "[background][contract-8][contract-7]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto id = executor.start(executor.resolve({.command = "cat; echo \"$NO_COLOR $EXTRA\"",
                                              .stdin_data = std::string("line\n"),
                                              .env = std::map<std::string, std::string>{{"EXTRA", "x"}}}));
@@ -476,7 +479,7 @@ TEST_CASE("contract 8/9: a background task gets its stdin and its scrubbed envir
 
 TEST_CASE("contract 6: a read of a running task never splits a UTF-8 character across reads",
           "[background][contract-6]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   // "é" is C3 A9: print its first byte, pause, then the second.
   auto id = start(executor, "printf 'caf\\303'; sleep 0.4; printf '\\251!\\n'");
   std::this_thread::sleep_for(200ms);
@@ -499,7 +502,7 @@ TEST_CASE("the UTF-8 boundary rule holds back only an unfinished character", "[b
 
 TEST_CASE("contract 10: a blocking listener delays neither other tasks' kills nor their waits",
           "[background][contract-10][concurrency]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::atomic<bool> release{false};
   auto slow = executor.on_task_done([&](const task_snapshot&) {
     while (!release) std::this_thread::sleep_for(10ms);
@@ -515,7 +518,7 @@ TEST_CASE("contract 10: a blocking listener delays neither other tasks' kills no
 }
 
 TEST_CASE("contract 10: a listener may wait for another task", "[background][contract-10][concurrency]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto other = start(executor, "sleep 0.3");
   std::atomic<bool> waited{false};
   auto sub = executor.on_task_done([&](const task_snapshot& done) {
@@ -527,7 +530,7 @@ TEST_CASE("contract 10: a listener may wait for another task", "[background][con
 
 TEST_CASE("contract 10: unsubscribing waits for a call of that listener already in progress",
           "[background][contract-10][concurrency]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::atomic<bool> entered{false}, finished{false};
   auto sub = executor.on_task_done([&](const task_snapshot&) {
     entered = true;
@@ -544,7 +547,7 @@ TEST_CASE("contract 5: spill files never hold more than the budget, and the olde
           "[background][contract-5]") {
   executor_config config = fast_config();
   config.spill_budget_bytes = 1 << 20;
-  local_executor executor(config);
+  unconfined_executor executor(config);
   auto first = executor.run(executor.resolve({.command = "head -c 600000 /dev/zero"}));
   REQUIRE(first.out.spill_path);
   CHECK(std::filesystem::exists(*first.out.spill_path));
@@ -565,7 +568,7 @@ TEST_CASE("contract 5: spill files never hold more than the budget, and the olde
 
 TEST_CASE("contract 2/9: start with a stop already requested throws, spawns nothing and uses no id",
           "[background][contract-9][contract-2]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   test_support::temp_dir dir;
   std::stop_source stop;
   stop.request_stop();
@@ -581,7 +584,7 @@ TEST_CASE("contract 2/9: start with a stop already requested throws, spawns noth
 
 TEST_CASE("contract 9: a stop requested after start kills the task, which settles as killed",
           "[background][contract-9][contract-4]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::stop_source stop;
 
   SECTION("a plain command gets SIGTERM") {
@@ -622,7 +625,7 @@ TEST_CASE("contract 9/12: a stop requested after the executor is gone reaches no
           "[background][contract-9][contract-12]") {
   std::stop_source stop;
   {
-    local_executor executor(fast_config());
+    unconfined_executor executor(fast_config());
     for (int i = 0; i < 5; ++i) executor.start(executor.resolve({.command = "sleep 60", .stop = stop.get_token()}));
     executor.start(executor.resolve({.command = "true", .stop = stop.get_token()}));
   }

@@ -32,8 +32,10 @@
 #include <bashexec/detail/cgroup.hpp>
 #include <bashexec/local_executor.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/spawn/prespawned.hpp>
 
 #include "executor_test_support.hpp"
+#include "prespawn_test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace bashexec;
@@ -43,6 +45,7 @@ using namespace test_support;
 using fork_executor = basic_executor<policies<spawn_with<fork_exec>>>;
 using bwrap_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<bwrap>>>;
 using landlock_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<landlock>>>;
+using prespawned_landlock_executor = warm_executor<policies<spawn_with<prespawned>, confine_with<landlock>>>;
 
 namespace {
 
@@ -370,9 +373,9 @@ TEST_CASE("containment: a cgroup_parent that is not on cgroup2 fails loudly at c
 // is a pid of its own namespace (bwrap's containment — the end of that
 // namespace — is proven in test_hardening.cpp).
 TEMPLATE_TEST_CASE("containment: a confined run is contained too: its setsid escapee dies with it",
-                   "[containment][sandbox]", landlock_executor) {
+                   "[containment][sandbox]", landlock_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(cgroup_missing());
-  if constexpr (std::is_same_v<TestType, landlock_executor>) {
+  if constexpr (std::is_same_v<typename TestType::confinement_type, landlock>) {
     if (landlock::abi() < 0) {
       WARN("skipped: Landlock is not available");
       return;

@@ -1,5 +1,7 @@
 // The foreground path: `run` with real processes, pipes and signals
-// (docs/contract.md item 2–8 and "no hang on a backgrounded grandchild").
+// (docs/contract.md item 2–8 and "no hang on a backgrounded grandchild"),
+// through local_executor and, built again as test_foreground_prespawned,
+// over the prespawned warm pool (tests/unconfined_test_support.hpp).
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -22,20 +24,21 @@
 
 #include <catch2/catch.hpp>
 
-#include <bashexec/local_executor.hpp>
 #include <bashexec/signal_name.hpp>
 
 #include "executor_test_support.hpp"
+#include "unconfined_test_support.hpp"
 
 using namespace bashexec;
 using namespace std::chrono_literals;
+using test_support::unconfined_executor;
 using test_support::fast_config;
 using test_support::ms_since;
 using test_support::steady;
 
 namespace {
 
-run_result run(local_executor& executor, std::string command, std::chrono::milliseconds timeout = 20s) {
+run_result run(unconfined_executor& executor, std::string command, std::chrono::milliseconds timeout = 20s) {
   return executor.run(executor.resolve({.command = std::move(command), .timeout = timeout}));
 }
 
@@ -49,7 +52,7 @@ std::set<std::string> lines_of(const std::string& text) {
 }  // namespace
 
 TEST_CASE("contract 2: exit codes 0, 1 and 42 are results, not errors", "[foreground][contract-2]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   for (int code : {0, 1, 42}) {
     CAPTURE(code);
     auto result = run(executor, "echo out; echo err >&2; exit " + std::to_string(code));
@@ -67,7 +70,7 @@ TEST_CASE("contract 2: exit codes 0, 1 and 42 are results, not errors", "[foregr
 }
 
 TEST_CASE("contract 2: a shell that kills itself with SIGTERM is reported by signal", "[foreground][contract-2]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto result = run(executor, "echo before; kill -TERM $$; echo after");
   REQUIRE(result.signal.has_value());
   CHECK(signal_name(*result.signal) == "SIGTERM");
@@ -78,7 +81,7 @@ TEST_CASE("contract 2: a shell that kills itself with SIGTERM is reported by sig
 
 TEST_CASE("contract 3/4: sleep 30 with a 200 ms timeout is timed out and ends well within the grace",
           "[foreground][contract-3][contract-4]") {
-  local_executor executor;  // the default 3000 ms grace: SIGTERM alone must do it
+  unconfined_executor executor;  // the default 3000 ms grace: SIGTERM alone must do it
   const auto start = steady::now();
   auto result = run(executor, "sleep 30", 200ms);
   const auto elapsed = ms_since(start);
@@ -93,7 +96,7 @@ TEST_CASE("contract 3/4: sleep 30 with a 200 ms timeout is timed out and ends we
 
 TEST_CASE("contract 4: a TERM-trapping command is SIGKILLed after the grace period",
           "[foreground][contract-4]") {
-  local_executor executor(fast_config());  // grace 300 ms
+  unconfined_executor executor(fast_config());  // grace 300 ms
   const auto start = steady::now();
   auto result = run(executor, "trap '' TERM; echo $$; sleep 30; echo survived", 200ms);
   const auto elapsed = ms_since(start);
@@ -110,7 +113,7 @@ TEST_CASE("contract 4: a TERM-trapping command is SIGKILLed after the grace peri
 
 TEST_CASE("contract 4: a TERM-ignoring group member that redirected its output away still dies",
           "[foreground][contract-4]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   // The shell dies of SIGTERM and the pipes reach EOF at once; the member
   // ignoring TERM holds no pipe, so only "escalate until the group is empty"
   // kills it.
@@ -141,7 +144,7 @@ TEST_CASE("contract 4: a TERM-ignoring group member that redirected its output a
 }
 
 TEST_CASE("contract 4: a grandchild in a pipeline dies with the group", "[foreground][contract-4]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto result = run(executor, "echo $$; sleep 30 | sleep 31 | cat", 300ms);
   CHECK(result.timed_out);
   const long pgid = test_support::first_pid(result.out.text);
@@ -150,7 +153,7 @@ TEST_CASE("contract 4: a grandchild in a pipeline dies with the group", "[foregr
 }
 
 TEST_CASE("contract 3: a stop request mid-run reports aborted, not timed out", "[foreground][contract-3]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::stop_source stop;
   auto spec = executor.resolve({.command = "sleep 30", .timeout = 20s, .stop = stop.get_token()});
   std::thread stopper([&] {
@@ -170,7 +173,7 @@ TEST_CASE("contract 3: a stop request mid-run reports aborted, not timed out", "
 
 TEST_CASE("contract 3: the first cause wins: a stop after the timeout fired is still timed out",
           "[foreground][contract-3]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   std::stop_source stop;
   auto spec = executor.resolve({.command = "trap '' TERM; sleep 30", .timeout = 100ms, .stop = stop.get_token()});
   std::thread stopper([&] {
@@ -187,7 +190,7 @@ TEST_CASE("contract 3/4: an aborted run waits out the grace without spinning the
           "[foreground][contract-3][contract-4]") {
   executor_config config = fast_config();
   config.kill_grace = 1000ms;
-  local_executor executor(config);
+  unconfined_executor executor(config);
   std::stop_source stop;
   auto spec = executor.resolve({.command = "trap '' TERM; sleep 30", .timeout = 20s, .stop = stop.get_token()});
   std::thread stopper([&] {
@@ -210,7 +213,7 @@ TEST_CASE("contract 3/4: an aborted run waits out the grace without spinning the
 }
 
 TEST_CASE("contract 2: a stop requested before spawn throws infrastructure_error", "[foreground][contract-2]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   test_support::temp_dir dir;
   std::stop_source stop;
   stop.request_stop();
@@ -227,7 +230,7 @@ TEST_CASE("contract 5: 1 MB of output under a 64000 cap keeps exactly the last 6
   {
     std::ofstream(dir.path() / "data", std::ios::binary) << data;
   }
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto in_dir = executor.run(executor.resolve({.command = "cat data", .workdir = dir.path()}));
   CHECK(in_dir.exit_code == 0);
   CHECK(in_dir.out.truncated);
@@ -255,7 +258,7 @@ TEST_CASE("contract 7: credential-shaped variables are scrubbed, HOME stays, non
   ::setenv("PAGER", "less", 1);
   ::setenv("BASHEXEC_TEST_PLAIN", "kept", 1);
   if (!std::getenv("HOME")) ::setenv("HOME", "/root", 1);
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   auto env = lines_of(run(executor, "env").out.text);
   CHECK(env.count(std::string("HOME=") + std::getenv("HOME")) == 1);
   CHECK(env.count("BASHEXEC_TEST_PLAIN=kept") == 1);
@@ -287,7 +290,7 @@ TEST_CASE("contract 7: credential-shaped variables are scrubbed, HOME stays, non
 }
 
 TEST_CASE("contract 8: 1 MB of stdin round-trips through cat", "[foreground][contract-8]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const std::string data = test_support::random_bytes(1 << 20, 7);
   auto result = executor.run(executor.resolve({.command = "cat", .stdout_max_bytes = 2u << 20, .stdin_data = data}));
   CHECK(result.exit_code == 0);
@@ -297,7 +300,7 @@ TEST_CASE("contract 8: 1 MB of stdin round-trips through cat", "[foreground][con
 
 TEST_CASE("contract 8: without stdin_data stdin is /dev/null, an empty one is an empty pipe",
           "[foreground][contract-8]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   CHECK(run(executor, "readlink /proc/self/fd/0").out.text == "/dev/null\n");
   auto empty = executor.run(executor.resolve({.command = "wc -c; readlink /proc/$$/fd/0", .stdin_data = ""}));
   CHECK(empty.out.text.rfind("0\npipe:", 0) == 0);
@@ -308,7 +311,7 @@ TEST_CASE("contract 8: a command that exits without reading 1 MB of stdin does n
   // The host keeps the default SIGPIPE disposition: a leaked SIGPIPE would
   // kill this test process.
   REQUIRE(std::signal(SIGPIPE, SIG_DFL) != SIG_ERR);
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const std::string data(1 << 20, 'z');
   for (const char* command : {"exit 3", "head -c 1 >/dev/null; exit 4", "exec 0<&-; sleep 0.1; exit 5"}) {
     CAPTURE(command);
@@ -328,7 +331,7 @@ TEST_CASE("contract 8: no host descriptor leaks into the child, not even an inhe
   const int high = ::dup2(plain, 200);  // dup2 never sets FD_CLOEXEC
   REQUIRE(high == 200);
   REQUIRE((::fcntl(plain, F_GETFD) & FD_CLOEXEC) == 0);
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   // `; true` keeps bash from exec'ing ls, so /proc/$$/fd lists the shell's
   // own table; /proc/$!/fd lists what a grandchild inherited.
   auto shell = run(executor, "ls /proc/$$/fd; true");
@@ -357,7 +360,7 @@ TEST_CASE("contract 8: the child starts with default signal dispositions and an 
     ::sigemptyset(&term);
     ::sigaddset(&term, SIGTERM);
     ::pthread_sigmask(SIG_BLOCK, &term, nullptr);
-    local_executor executor(fast_config());
+    unconfined_executor executor(fast_config());
     auto yes = run(executor, "yes | head -1");
     yes_out = yes.out.text;
     yes_err = yes.err.text;
@@ -376,7 +379,7 @@ TEST_CASE("contract 8: the child starts with default signal dispositions and an 
 }
 
 TEST_CASE("contract 2: an unusable workdir throws infrastructure_error naming it", "[foreground][contract-2]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   test_support::temp_dir dir;
   const auto file = dir.path() / "a-file";
   std::ofstream(file) << "x";
@@ -395,13 +398,13 @@ TEST_CASE("contract 2: a missing or non-executable shell throws infrastructure_e
   executor_config config = fast_config();
   config.shell = GENERATE(as<std::filesystem::path>{}, "/nonexistent/bash", "/etc/hostname", "/tmp");
   CAPTURE(config.shell);
-  local_executor executor(config);
+  unconfined_executor executor(config);
   CHECK_THROWS_AS(executor.run(executor.resolve({.command = "true"})), infrastructure_error);
 }
 
 TEST_CASE("a backgrounded grandchild holding the pipes does not hang run: it is killed after the drain",
           "[foreground][no-hang]") {
-  local_executor executor(fast_config());  // drain 300 ms
+  unconfined_executor executor(fast_config());  // drain 300 ms
   const auto start = steady::now();
   auto result = run(executor, "sleep 30 & echo $!", 20s);
   const auto elapsed = ms_since(start);
@@ -417,7 +420,7 @@ TEST_CASE("a backgrounded grandchild holding the pipes does not hang run: it is 
 
 TEST_CASE("a grandchild that closes its copies of the pipes does not delay run and does not outlive it",
           "[foreground][no-hang]") {
-  local_executor executor(fast_config());
+  unconfined_executor executor(fast_config());
   const auto start = steady::now();
   auto result = run(executor, "sleep 20 >/dev/null 2>&1 </dev/null & echo $!; echo done", 20s);
   CHECK(ms_since(start) < 1500);
@@ -430,13 +433,29 @@ TEST_CASE("a grandchild that closes its copies of the pipes does not delay run a
 }
 
 TEST_CASE("no zombie or live child of the test process remains after runs", "[foreground][contract-4]") {
-  local_executor executor(fast_config());
-  run(executor, "true");
-  run(executor, "exit 7");
-  run(executor, "sleep 30", 100ms);
-  run(executor, "trap '' TERM; sleep 30", 100ms);
-  run(executor, "sleep 30 & true");
-  run(executor, "kill -KILL $$");
+  {
+    unconfined_executor executor(fast_config());
+    run(executor, "true");
+    run(executor, "exit 7");
+    run(executor, "sleep 30", 100ms);
+    run(executor, "trap '' TERM; sleep 30", 100ms);
+    run(executor, "sleep 30 & true");
+    run(executor, "kill -KILL $$");
+    if constexpr (test_support::spawns_from_pool<unconfined_executor>) {
+      // The pool's waiting processes (and, under its default cgroup
+      // containment, the guardian) are this process's children by design
+      // while the executor lives; none of them is a command or a zombie.
+      for (long pid : test_support::children_of_self()) {
+        CAPTURE(pid);
+        CHECK(test_support::kept_by_pool_executor(pid));
+      }
+    } else {
+      CHECK(test_support::children_of_self().empty());
+      errno = 0;
+      CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+      CHECK(errno == ECHILD);
+    }
+  }
   CHECK(test_support::children_of_self().empty());
   errno = 0;
   CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
@@ -447,7 +466,7 @@ TEST_CASE("contract 1/5: stdout_max_bytes caps stdout only, stderr keeps the exe
           "[foreground][contract-1][contract-5]") {
   executor_config config = fast_config();
   config.output_cap = 100;
-  local_executor executor(config);
+  unconfined_executor executor(config);
   const std::string command = "head -c 1000 /dev/zero | tr '\\0' o; head -c 1000 /dev/zero | tr '\\0' e >&2";
   auto spec = executor.resolve({.command = command, .stdout_max_bytes = 500});
   CHECK(spec.stdout_max_bytes == 500u);
@@ -473,7 +492,7 @@ TEST_CASE("contract 5: spill files are named by their stream, unpredictably, 060
           "[foreground][contract-5]") {
   executor_config config = fast_config();
   config.output_cap = 10;
-  local_executor executor(config);
+  unconfined_executor executor(config);
   auto run_once = [&] {
     return executor.run(executor.resolve({.command = "seq 100; seq 100 >&2"}));
   };
@@ -500,7 +519,7 @@ TEST_CASE("contract 5: spill files are named by their stream, unpredictably, 060
 }
 
 TEST_CASE("a foreground run keeps its byte counts in run_progress while it runs", "[foreground][progress]") {
-  local_executor executor;
+  unconfined_executor executor;
   auto progress = std::make_shared<run_progress>();
   exec_request request{.command = "printf 12345; sleep 1; printf 678 >&2", .timeout = 20s};
   request.progress = progress;

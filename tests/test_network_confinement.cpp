@@ -186,7 +186,8 @@ TEST_CASE("network: Landlock's network level is full wherever the seccomp filter
 // Through the executor, for each backend
 
 TEMPLATE_TEST_CASE("network full (the default): a confined command reaches a listener on the host's 127.0.0.1",
-                   "[network][executor]", bwrap_executor, landlock_executor) {
+                   "[network][executor]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
@@ -208,7 +209,7 @@ TEMPLATE_TEST_CASE("network full (the default): a confined command reaches a lis
 TEMPLATE_TEST_CASE(
     "network none: a confined command cannot reach the host's TCP listener — the failure is a plain non-zero exit, "
     "neither a file denial nor a runner failure, and the level stays honest",
-    "[network][executor]", bwrap_executor, landlock_executor) {
+    "[network][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
@@ -236,7 +237,8 @@ TEMPLATE_TEST_CASE(
 }
 
 TEMPLATE_TEST_CASE("network none: a UDP datagram never reaches the host (control: it does under full)",
-                   "[network][executor]", bwrap_executor, landlock_executor) {
+                   "[network][executor]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket receiver(SOCK_DGRAM);
@@ -261,7 +263,7 @@ TEMPLATE_TEST_CASE("network none: a UDP datagram never reaches the host (control
 TEMPLATE_TEST_CASE(
     "network loopback: the host's listener is unreachable — under bwrap the command has a loopback of its own, "
     "under Landlock it has none (enforced as none, stricter than asked)",
-    "[network][executor]", bwrap_executor, landlock_executor) {
+    "[network][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
@@ -275,7 +277,7 @@ TEMPLATE_TEST_CASE(
     REQUIRE(host.sandbox);
     CHECK_FALSE(host.sandbox->denied);
     CHECK(host.sandbox->level == expected_level<TestType>(mode, network_access::loopback));
-    if constexpr (std::is_same_v<TestType, bwrap_executor>) {
+    if constexpr (confined_by<TestType, bwrap>) {
       // The sandbox has its own 127.0.0.1 and nobody listens on that port there.
       CHECK_THAT(host.text, Catch::Contains("refused", Catch::CaseSensitive::No));
     } else {
@@ -300,7 +302,7 @@ TEMPLATE_TEST_CASE(
   INFO(inside.text);
   REQUIRE(inside.sandbox);
   CHECK_FALSE(inside.sandbox->denied);
-  if constexpr (std::is_same_v<TestType, bwrap_executor>) {
+  if constexpr (confined_by<TestType, bwrap>) {
     CHECK(inside.exit_code == 0);
     CHECK_THAT(inside.text, Catch::Contains("inside-ok"));
   } else {
@@ -310,7 +312,7 @@ TEMPLATE_TEST_CASE(
 }
 
 TEMPLATE_TEST_CASE("network none: local IPC over unix sockets keeps working", "[network][executor]", bwrap_executor,
-                   landlock_executor) {
+                   landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   const auto python = python3();
   SKIP_UNLESS(python ? std::nullopt : std::optional<std::string>("python3 is not installed"));
@@ -328,9 +330,9 @@ TEMPLATE_TEST_CASE("network none: local IPC over unix sockets keeps working", "[
 TEMPLATE_TEST_CASE(
     "network none: the host's abstract unix sockets are out of reach (a network namespace under bwrap, the "
     "Landlock scope from ABI 6), as under full they are not",
-    "[network][executor]", bwrap_executor, landlock_executor) {
+    "[network][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
-  if constexpr (std::is_same_v<TestType, landlock_executor>)
+  if constexpr (confined_by<TestType, landlock>)
     SKIP_UNLESS(landlock::abi() >= detail::landlock_scope_abi
                     ? std::nullopt
                     : std::optional<std::string>("Landlock ABI < 6 cannot scope abstract unix sockets"));
@@ -399,7 +401,8 @@ TEST_CASE(
 }
 
 TEMPLATE_TEST_CASE("network: the knob is ignored for danger-full-access, which stays wholly unconfined",
-                   "[network][executor]", bwrap_executor, landlock_executor) {
+                   "[network][executor]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   host_socket listener(SOCK_STREAM);
@@ -420,7 +423,8 @@ TEMPLATE_TEST_CASE("network: the knob is ignored for danger-full-access, which s
 }
 
 TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole process group (contract 4)",
-                   "[network][executor][kill]", bwrap_executor, landlock_executor) {
+                   "[network][executor][kill]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));
@@ -438,7 +442,8 @@ TEMPLATE_TEST_CASE("network none: a foreground timeout still kills the whole pro
 }
 
 TEMPLATE_TEST_CASE("network none: kill() of a background task ends it killed and its group gone (contract 4, 9)",
-                   "[network][executor][kill]", bwrap_executor, landlock_executor) {
+                   "[network][executor][kill]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
   workspace ws;
   TestType exec(net_config(network_access::none, ws));

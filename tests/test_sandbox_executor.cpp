@@ -139,7 +139,7 @@ static_assert(confining_policy<broken_backend>);
 TEMPLATE_TEST_CASE(
     "modes: under workspace-write the workspace root defaults to the cwd, and writes follow it, through run "
     "and start (contract 13, 14, the rest of the mode law is tests/test_confinement_laws.cpp)",
-    "[sandbox][executor]", bwrap_executor, landlock_executor) {
+    "[sandbox][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   {
     dirs d;
@@ -178,7 +178,7 @@ TEMPLATE_TEST_CASE(
 TEMPLATE_TEST_CASE(
     "modes: danger-full-access is spawned unwrapped and reports {mode, denied=false} without a level "
     "(contract 13)",
-    "[sandbox][executor]", bwrap_executor, landlock_executor) {
+    "[sandbox][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   dirs d;
   executor_config config = fast_config();
@@ -211,7 +211,7 @@ TEMPLATE_TEST_CASE(
       observed confined = observe(exec, command(probe, d.env()), how);
       CHECK(confined.exit_code == 0);
       CHECK_THAT(confined.text, Catch::Contains("NoNewPrivs:\t1"));
-      if constexpr (std::is_same_v<TestType, bwrap_executor>)
+      if constexpr (confined_by<TestType, bwrap>)
         CHECK_THAT(confined.text, !Catch::Contains(std::string(host_ns)));
     }
 
@@ -227,7 +227,8 @@ TEMPLATE_TEST_CASE(
 TEMPLATE_TEST_CASE(
     "task facts: an escalated background task and its read-only neighbour each carry their own mode and denial, "
     "stamped before completion listeners run (contract 10, 17)",
-    "[sandbox][executor][background]", bwrap_executor, landlock_executor) {
+    "[sandbox][executor][background]",
+    bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   dirs d;
   executor_config config = fast_config();
@@ -314,7 +315,8 @@ std::optional<int> inode_flags(const fs::path& path) {
 TEMPLATE_TEST_CASE(
     "modes: under read-only metadata writes on a host file (chmod, touch -m, chown, setxattr, chattr) are denied and "
     "change nothing (contract 13, 16)",
-    "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
+    "[sandbox][executor][metadata]",
+    bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   dirs d;
   const fs::path host = d.outside.path() / "host";
@@ -364,7 +366,7 @@ TEMPLATE_TEST_CASE(
     CHECK(denied.sandbox->denied);
     CHECK_FALSE(denied.sandbox->runner_failed);
     CHECK(denied.sandbox->level == expected_level<TestType>(sandbox_mode::read_only));
-    if (std::is_same_v<TestType, landlock_executor> && landlock::abi() >= landlock::full_enforcement_abi &&
+    if (confined_by<TestType, landlock> && landlock::abi() >= landlock::full_enforcement_abi &&
         detail::seccomp_filter_supported)
       CHECK(denied.sandbox->level == enforcement::full);
     CHECK(facts_of(host) == before);
@@ -377,7 +379,8 @@ TEMPLATE_TEST_CASE(
 TEMPLATE_TEST_CASE(
     "modes: under workspace-write metadata changes inside the workspace work (chmod +x of a script) — Landlock "
     "reports partial, since it cannot refuse them outside (contract 13, 14)",
-    "[sandbox][executor][metadata]", bwrap_executor, landlock_executor) {
+    "[sandbox][executor][metadata]",
+    bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   dirs d;
   write_file(d.workspace.path() / "run.sh", "#!/bin/sh\necho ran\n");
@@ -397,14 +400,15 @@ TEMPLATE_TEST_CASE(
     REQUIRE(script.sandbox);
     CHECK_FALSE(script.sandbox->denied);
     CHECK(script.sandbox->level == expected_level<TestType>(sandbox_mode::workspace_write));
-    if constexpr (std::is_same_v<TestType, landlock_executor>) CHECK(script.sandbox->level == enforcement::partial);
+    if constexpr (confined_by<TestType, landlock>) CHECK(script.sandbox->level == enforcement::partial);
     CHECK((fs::status(d.workspace.path() / "run.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
     fs::permissions(d.workspace.path() / "run.sh", fs::perms::owner_read | fs::perms::owner_write);
   }
 }
 
 TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole process group (contract 4, 14)",
-                   "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
+                   "[sandbox][executor][kill]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   TestType exec(fast_config());
   const std::string marker = unique_sleep();
@@ -422,7 +426,8 @@ TEMPLATE_TEST_CASE("kills: a confined foreground timeout still kills the whole p
 }
 
 TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed and its group gone (contract 4, 9, 14)",
-                   "[sandbox][executor][kill]", bwrap_executor, landlock_executor) {
+                   "[sandbox][executor][kill]",
+                   bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   TestType exec(fast_config());
   const std::string marker = unique_sleep();
