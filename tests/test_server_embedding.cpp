@@ -4,6 +4,7 @@
 // same objects `bashexec serve` and `bashexec mcp` run.
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -55,16 +56,25 @@ class host_pipes {
   /// End of input: the server stops reading and returns from `serve`.
   void close_requests() { requests_.reset(); }
 
-  /// The next line the server wrote that `wanted` accepts (others are
-  /// skipped); fails the test once the host has waited 30 s in all.
+  /// The first line the server wrote that `wanted` accepts; the others are
+  /// kept for later calls (a background task's notice may come before the
+  /// response that started it). Fails the test once the host has waited 30 s
+  /// in all.
   template <class Pred>
   json next(Pred wanted) {
+    for (auto kept = unclaimed_.begin(); kept != unclaimed_.end(); ++kept)
+      if (wanted(*kept)) {
+        json found = std::move(*kept);
+        unclaimed_.erase(kept);
+        return found;
+      }
     std::string line;
     for (;;) {
       const auto status = reader_->next(line);
       REQUIRE(status == server::line_reader::status::ok);
       json parsed = json::parse(line);
       if (wanted(parsed)) return parsed;
+      unclaimed_.push_back(std::move(parsed));
     }
   }
 
@@ -72,6 +82,7 @@ class host_pipes {
   detail::unique_fd server_in_, requests_, responses_, server_out_;
   server::closing_flag gave_up_;
   std::optional<server::line_reader> reader_;  // once `responses_` is open
+  std::deque<json> unclaimed_;
   // Declared last, so stopped first: ends a read that would wait forever.
   std::jthread watchdog_{[this](std::stop_token stop) {
     std::mutex mutex;
