@@ -7,7 +7,8 @@ function(bashexec_compile_fail name expected)
     COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only
             -I${PROJECT_SOURCE_DIR}/include
             ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/${name}.cpp)
-  set_tests_properties(compile_fail_${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expected}" TIMEOUT 120)
+  set_tests_properties(compile_fail_${name} PROPERTIES PASS_REGULAR_EXPRESSION "${expected}" TIMEOUT 120
+    COST 15)
 endfunction()
 
 bashexec_compile_fail(landlock_over_posix_spawner "use spawn_with<fork_exec>")

@@ -11,7 +11,9 @@ add_test(NAME consumer_find_package
     -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
     -DEXTENDING_DIR=${PROJECT_SOURCE_DIR}/docs/examples/extending
     -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer_test.cmake)
-set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 300 LABELS "package")
+# COST (seconds, roughly): ctest -j starts the costliest first, so the long
+# entries overlap the many short ones instead of running alone at the end.
+set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 300 LABELS "package" COST 70)
 
 # --- the concurrency tests built with -fsanitize=thread ---------------------
 # test_concurrency.cpp whole, and from the other files the cases tagged
@@ -54,7 +56,8 @@ endif()
 add_test(NAME test_hardening_unprivileged
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening> --warn NoTests
           "[hardening]~[once]")
-set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77
+  COST 15)
 
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
 add_test(NAME test_hardening_userns_refused
@@ -89,4 +92,4 @@ endif()
 # Too slow for the per-case entries (label "scale"): `ctest -LE scale` leaves
 # them out. Hidden cases are neither listed nor logged for the count check.
 add_test(NAME serve_10000_background_tasks COMMAND test_cli_robustness "[scale]" --warn NoTests)
-set_tests_properties(serve_10000_background_tasks PROPERTIES TIMEOUT 600 LABELS "scale")
+set_tests_properties(serve_10000_background_tasks PROPERTIES TIMEOUT 600 LABELS "scale" COST 140)

@@ -17,6 +17,7 @@
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/chain.hpp>
+#include <bashexec/spawn/prespawned.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/confinement/runner_command.hpp>
 #include <bashexec/local_executor.hpp>
@@ -40,6 +41,14 @@ using namespace bashexec;
 using namespace test_support;
 
 using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
+/// The same over the prespawned pool (issue 14: every confinement's
+/// executor tests run over it too). Not warmed: the runner tests count
+/// probes and expect failures from the first call.
+using prespawned_runner_executor = basic_executor<policies<spawn_with<prespawned>, confine_with<runner_command>>>;
+/// sandbox_executor's chain over the prespawned pool.
+using prespawned_sandbox_executor =
+    basic_executor<policies<spawn_with<prespawned>, confine_with<sandbox_policies::confinement>,
+                            collect_with<sandbox_policies::output>, own_with<sandbox_policies::ownership>>>;
 
 namespace {
 
@@ -447,15 +456,15 @@ TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed a
 // ---------------------------------------------------------------------------
 // Runner failures
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "runner failure: with a runner_command whose binary does not exist, run throws sandbox_unavailable and a "
     "background task "
     "settles runner_failed and not denied (contract 15, 16)",
-    "[sandbox][executor][runner_command]") {
+    "[sandbox][executor][runner_command]", runner_executor, prespawned_runner_executor) {
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  runner_executor exec(config, runner_command::config{.argv = {"/nonexistent/runner"}, .failure_signatures = {"runner failed"}});
+  TestType exec(config, runner_command::config{.argv = {"/nonexistent/runner"}, .failure_signatures = {"runner failed"}});
 
   for (auto mode : {sandbox_mode::read_only, sandbox_mode::workspace_write}) {
     INFO("mode " << to_string(mode));
@@ -479,10 +488,10 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "runner failure: a runner_command signature is recognised anywhere in the runner's combined output, "
     "ignoring case: run throws sandbox_unavailable, a task settles runner_failed (contract 16)",
-    "[sandbox][executor][runner_command]") {
+    "[sandbox][executor][runner_command]", runner_executor, prespawned_runner_executor) {
   dirs d;
   struct shape {
     const char* name;
@@ -502,7 +511,7 @@ TEST_CASE(
     fs::permissions(runner, fs::perms::owner_all);
     executor_config config = fast_config();
     config.sandbox.workspace_root = d.workspace.path();
-    runner_executor exec(config, runner_command::config{.argv = {runner.string()}, .failure_signatures = {"runner failed"}});
+    TestType exec(config, runner_command::config{.argv = {runner.string()}, .failure_signatures = {"runner failed"}});
 
     CHECK_THROWS_AS(exec.run(exec.resolve(command("true", d.env()))), sandbox_unavailable);
     const task_snapshot done = exec.wait(exec.start(exec.resolve(command("true", d.env()))));
@@ -515,16 +524,16 @@ TEST_CASE(
 // ---------------------------------------------------------------------------
 // Backend selection
 
-TEST_CASE(
+TEMPLATE_TEST_CASE(
     "selection: a chain whose first candidate fails its probe selects the second, probing once across many calls "
     "(contract 15)",
-    "[sandbox][executor][chain]") {
+    "[sandbox][executor][chain]", sandbox_executor, prespawned_sandbox_executor) {
   SKIP_UNLESS(backend_missing<landlock_executor>());
   failing_bwrap fake;
   dirs d;
   executor_config config = fast_config();
   config.sandbox.workspace_root = d.workspace.path();
-  basic_executor<sandbox_policies> exec(config, bwrap::config{.program = fake.script});
+  TestType exec(config, bwrap::config{.program = fake.script});
   CHECK(fake.invocations() == 0);  // nothing probes before the first confined call
 
   for (int i = 0; i < 3; ++i) {
