@@ -315,17 +315,14 @@ TEST_CASE("contract 4: a stopped command still gets its grace: every SIGTERM is 
 // [once]: the race is between the starting thread's exit and the sandbox's
 // death signal, the same for every user, and 2 x 1000 sandboxes are the
 // suite's costliest case: the unprivileged rerun (tests/extra_tests.cmake)
-// leaves it out. Over the prespawned pool only (issue 14): with 50 starts
-// at once and two waiting processes per key, most spawns are served cold by
-// fork_exec — the whole spawn path of bwrap_executor and landlock_executor —
-// and some warm, and the pool's counters prove both ran; listing the
-// fork_exec executors too would add ~50 s of sandboxes for no other path.
+// leaves it out. Over the fork_exec executors only: over the prespawned pool
+// the same 1000 starts cost twice as much (refills racing 50 threads on 2
+// cores) for no path of the executor's that the other pooled cases miss.
 TEMPLATE_TEST_CASE("contract 9: a task started from a short-lived thread reports the truth, 1000 times over",
-                   "[hardening][background][once]", prespawned_bwrap_executor, prespawned_landlock_executor) {
+                   "[hardening][background][once]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   temp_dir workspace("/var/tmp");
   TestType exec(config_for<TestType>(sandbox_mode::read_only, workspace.path()));
-  const auto before = exec.spawner().stats();
   const std::string marker = unique_sleep();
   constexpr int total = 1000, batch = 50;
   std::vector<task_id> ids(total);
@@ -342,10 +339,6 @@ TEMPLATE_TEST_CASE("contract 9: a task started from a short-lived thread reports
     if (done.status == task_status::completed && done.exit_code == 0 && !done.signal) ++completed;
   }
   CHECK(completed == total);
-  const auto after = exec.spawner().stats();
-  CHECK(after.warm + after.cold - before.warm - before.cold == total);
-  CHECK(after.cold > before.cold);  // fork_exec's path
-  CHECK(after.warm > before.warm);  // the waiting processes'
   CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
 }
 
