@@ -59,6 +59,12 @@ add_test(NAME test_hardening_unprivileged
 set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77
   COST 15)
 
+# The trusted-program checks depend on who runs them (root or the owner).
+add_test(NAME test_trusted_programs_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_trusted_programs> --warn NoTests)
+set_tests_properties(test_trusted_programs_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
+  SKIP_RETURN_CODE 77)
+
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
 add_test(NAME test_hardening_userns_refused
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests

@@ -170,6 +170,8 @@ int run_command(std::vector<std::string_view> argv) {
   });
   if (answered) return *answered;
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
+  // One command, served cold: a pool would start processes nothing uses.
+  options.prespawn.reset();
 
   signal_watch& signals = signal_watch::start();  // already started by main: no thread before it
   const int status = with_executor(options, [&](auto& executor) {

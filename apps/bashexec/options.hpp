@@ -51,7 +51,8 @@ Subcommands:
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
 Network (confined calls only): full (default), loopback, none.
-run, serve and mcp also take --containment and the --max-* resource limits.
+run, serve and mcp also take --containment, the --max-* resource limits, and
+--backend auto|bwrap|landlock with --bwrap PATH and --setpriv PATH.
 Run `bashexec SUBCOMMAND --help` for the details of one subcommand.
 )";
 
@@ -70,9 +71,8 @@ Options:
   --timeout MS    kill the command's process group after MS milliseconds
                   (default 120000, at most 600000)
   --json          print the whole run result as one JSON object instead
-  --prespawn N    keep a pool of N processes (1 to 64) started ahead of
-                  later commands; useful with serve/mcp: run serves its
-                  one command cold
+  --prespawn N    accepted (1 to 64) for symmetry with serve and mcp; run
+                  serves its one command cold and starts no pool
   -h, --help      this text
 
 Exit status: the command's own exit code; 128+N when a signal N killed it;
@@ -211,6 +211,10 @@ struct common_options {
   resource_limits limits;
   /// --prespawn N: serve calls from a warm pool of N per key (spawn_with<prespawned>).
   std::optional<std::size_t> prespawn;
+  /// --backend: the one sandbox backend to use; empty for auto (bwrap, else Landlock).
+  std::string backend;
+  /// --bwrap PATH, --setpriv PATH: the programs bwrap confinement runs.
+  std::optional<std::string> bwrap_program, setpriv_program;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
 
@@ -225,6 +229,16 @@ inline constexpr std::string_view limits_help = R"(Containment and limits (every
   --max-cpu-time S    RLIMIT_CPU seconds per process (wall time is the timeout)
   --max-file-size BYTES  RLIMIT_FSIZE, the largest file a process may write
   --max-open-files N  RLIMIT_NOFILE
+Sandbox backend (confined commands):
+  --backend NAME      auto (default: bwrap where it works, else Landlock),
+                      bwrap or landlock; --json results name the one used
+  --bwrap PATH        the bubblewrap program (absolute; default: bwrap from
+                      /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
+                      never $PATH)
+  --setpriv PATH      the setpriv program bwrap needs as root (likewise)
+                      A program, or a directory above it, that someone other
+                      than root or you could change, or that lies in the
+                      workspace or /tmp, is refused (docs/security.md).
 )";
 
 struct run_options : common_options {
@@ -353,6 +367,15 @@ inline bool parse_common(std::string_view flag, arguments& args, common_options&
     options.prespawn = parse_count(flag, args.value(flag), "processes", max_prespawn);
   } else if (flag == "--workdir") {
     options.workdir = std::string(args.value(flag));
+  } else if (flag == "--backend") {
+    const auto value = args.value(flag);
+    if (value != "auto" && value != "bwrap" && value != "landlock")
+      throw usage_error(fmt::format("--backend: expected auto, bwrap or landlock, got \"{}\"", value));
+    options.backend = value == "auto" ? "" : std::string(value);
+  } else if (flag == "--bwrap" || flag == "--setpriv") {
+    const auto value = args.value(flag);
+    if (!value.starts_with('/')) throw usage_error(fmt::format("{}: expected an absolute path, got \"{}\"", flag, value));
+    (flag == "--bwrap" ? options.bwrap_program : options.setpriv_program) = std::string(value);
   } else if (flag == "--network") {
     auto value = args.value(flag);
     auto access = parse_network_access(value);

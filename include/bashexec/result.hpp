@@ -34,6 +34,9 @@ struct sandbox_info {
   std::optional<enforcement> level;
   /// The confinement itself failed: the command never ran.
   bool runner_failed = false;
+  /// The backend that confined it ("bwrap", "landlock", "runner_command"):
+  /// a chain's selected candidate. Empty for `danger-full-access`.
+  std::string_view backend;
 };
 
 /// A settled foreground run (contract 2–4).

@@ -9,13 +9,9 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/writable_roots.hpp"
 
 namespace bashexec::detail {
-
-/// The writable root (/tmp or the workspace, as workspace-write grants
-/// them) that `path` lies under, if any.
-BASHEXEC_DECL std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
-                                                                         const std::filesystem::path& workspace_root);
 
 /// The spill parent: a confining executor refuses a configured one under a
 /// writable root (std::invalid_argument naming spill_parent) and skips such
