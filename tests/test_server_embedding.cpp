@@ -2,9 +2,11 @@
 // json_lines_server and an mcp_server over an executor the host owns, fed
 // request lines through a pipe, their responses read from another — the
 // same objects `bashexec serve` and `bashexec mcp` run.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -164,4 +166,75 @@ TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptor
   pipes.close_requests();
   serving.join();
   CHECK_FALSE(server.output_lost());
+}
+
+TEST_CASE("at end of input the JSON-lines server answers the calls in flight before serve returns (issue 25)",
+          "[server][embedding][eof]") {
+  test_support::temp_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor executor(config);
+  host_pipes pipes;
+  server::json_lines_server server(executor, server::server_options{}, pipes.server_in(), pipes.server_out());
+  std::thread serving([&] { server.serve(); });
+  pipes.send({{"id", 1}, {"tool", "bash"}, {"args", {{"command", "sleep 0.5; echo late"}, {"description", "d"}}}});
+  pipes.send({{"id", 2}, {"op", "tools"}});
+  pipes.next([](const json& j) { return j.contains("id") && j["id"] == 2; });  // the call was read
+  pipes.close_requests();
+  const json late = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
+  CHECK(late["text"] == "late\n");  // before: "[aborted]"
+  CHECK(late["is_error"] == false);
+  serving.join();
+  CHECK_FALSE(server.output_lost());
+}
+
+TEST_CASE("a host that stops reading cannot hold a server: past write_timeout its answers are dropped and serve returns",
+          "[server][embedding][eof]") {
+  test_support::temp_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor executor(config);
+  host_pipes pipes;  // its response end is never read here
+  // Answers of 360 KB (60000 NULs as \u0000) against a 64 KiB pipe, more
+  // calls than slots: the writers block and the reader waits for a slot.
+  const json command = {{"command", "head -c 60000 /dev/zero"}, {"description", "d"}};
+  std::optional<server::json_lines_server<local_executor>> json_lines;
+  std::optional<server::mcp_server<local_executor>> mcp;
+  std::function<void()> serve, stop;
+  std::function<bool()> lost;
+  SECTION("json_lines_server") {
+    server::server_options options;
+    options.max_in_flight = 2;
+    options.write_timeout = 500ms;
+    json_lines.emplace(executor, options, pipes.server_in(), pipes.server_out());
+    serve = [&] { json_lines->serve(); };
+    stop = [&] { json_lines->stop(); };
+    lost = [&] { return json_lines->output_lost(); };
+    for (int id = 0; id < 6; ++id) pipes.send({{"id", id}, {"tool", "bash"}, {"args", command}});
+  }
+  SECTION("mcp_server") {
+    server::mcp_server_options options;
+    options.max_in_flight = 2;
+    options.write_timeout = 500ms;
+    mcp.emplace(executor, options, pipes.server_in(), pipes.server_out());
+    serve = [&] { mcp->serve(); };
+    stop = [&] { mcp->stop(); };
+    lost = [&] { return mcp->output_lost(); };
+    pipes.send({{"jsonrpc", "2.0"}, {"id", "init"}, {"method", "initialize"},
+                {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
+    pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    for (int id = 0; id < 6; ++id)
+      pipes.send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+                  {"params", {{"name", "bash"}, {"arguments", command}}}});
+  }
+  std::atomic<bool> returned{false};
+  std::thread serving([&] {
+    serve();
+    returned = true;
+  });
+  pipes.close_requests();
+  CHECK(test_support::eventually([&] { return returned.load(); }, 15s));
+  if (!returned) stop();  // end the old deadlock, bounded: the closing writers give up after 2 s
+  serving.join();
+  CHECK(lost());
 }
