@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <stop_token>
@@ -170,10 +169,7 @@ TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptor
 
 TEST_CASE("at end of input the JSON-lines server answers the calls in flight before serve returns (issue 25)",
           "[server][embedding][eof]") {
-  test_support::temp_dir work;
-  executor_config config;
-  config.cwd = work.path();
-  local_executor executor(config);
+  local_executor executor;
   host_pipes pipes;
   server::json_lines_server server(executor, server::server_options{}, pipes.server_in(), pipes.server_out());
   std::thread serving([&] { server.serve(); });
@@ -188,53 +184,57 @@ TEST_CASE("at end of input the JSON-lines server answers the calls in flight bef
   CHECK_FALSE(server.output_lost());
 }
 
+namespace {
+
+/// Two slots, and half a second for a response to find a reader.
+template <class Options>
+Options impatient(Options options) {
+  options.max_in_flight = 2;
+  options.write_timeout = 500ms;
+  return options;
+}
+
+/// Ends the host's requests and never reads a response: whether `server`'s
+/// `serve` returns on its own within 15 s (else it is stopped, so the test
+/// ends either way) and counts its output as lost.
+template <class Server>
+bool returns_when_the_host_stops_reading(Server& server, host_pipes& pipes) {
+  std::atomic<bool> returned{false};
+  std::thread serving([&] {
+    server.serve();
+    returned = true;
+  });
+  pipes.close_requests();
+  const bool on_its_own = test_support::eventually([&] { return returned.load(); }, 15s);
+  if (!on_its_own) server.stop();  // the old deadlock, ended: closing writers give up after 2 s
+  serving.join();
+  return on_its_own && server.output_lost();
+}
+
+}  // namespace
+
 TEST_CASE("a host that stops reading cannot hold a server: past write_timeout its answers are dropped and serve returns",
           "[server][embedding][eof]") {
-  test_support::temp_dir work;
-  executor_config config;
-  config.cwd = work.path();
-  local_executor executor(config);
+  local_executor executor;
   host_pipes pipes;  // its response end is never read here
   // Answers of 360 KB (60000 NULs as \u0000) against a 64 KiB pipe, more
   // calls than slots: the writers block and the reader waits for a slot.
   const json command = {{"command", "head -c 60000 /dev/zero"}, {"description", "d"}};
-  std::optional<server::json_lines_server<local_executor>> json_lines;
-  std::optional<server::mcp_server<local_executor>> mcp;
-  std::function<void()> serve, stop;
-  std::function<bool()> lost;
   SECTION("json_lines_server") {
-    server::server_options options;
-    options.max_in_flight = 2;
-    options.write_timeout = 500ms;
-    json_lines.emplace(executor, options, pipes.server_in(), pipes.server_out());
-    serve = [&] { json_lines->serve(); };
-    stop = [&] { json_lines->stop(); };
-    lost = [&] { return json_lines->output_lost(); };
+    server::json_lines_server server(executor, impatient(server::server_options{}), pipes.server_in(),
+                                     pipes.server_out());
     for (int id = 0; id < 6; ++id) pipes.send({{"id", id}, {"tool", "bash"}, {"args", command}});
+    CHECK(returns_when_the_host_stops_reading(server, pipes));
   }
   SECTION("mcp_server") {
-    server::mcp_server_options options;
-    options.max_in_flight = 2;
-    options.write_timeout = 500ms;
-    mcp.emplace(executor, options, pipes.server_in(), pipes.server_out());
-    serve = [&] { mcp->serve(); };
-    stop = [&] { mcp->stop(); };
-    lost = [&] { return mcp->output_lost(); };
+    server::mcp_server server(executor, impatient(server::mcp_server_options{}), pipes.server_in(),
+                              pipes.server_out());
     pipes.send({{"jsonrpc", "2.0"}, {"id", "init"}, {"method", "initialize"},
                 {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
     pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     for (int id = 0; id < 6; ++id)
       pipes.send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
                   {"params", {{"name", "bash"}, {"arguments", command}}}});
+    CHECK(returns_when_the_host_stops_reading(server, pipes));
   }
-  std::atomic<bool> returned{false};
-  std::thread serving([&] {
-    serve();
-    returned = true;
-  });
-  pipes.close_requests();
-  CHECK(test_support::eventually([&] { return returned.load(); }, 15s));
-  if (!returned) stop();  // end the old deadlock, bounded: the closing writers give up after 2 s
-  serving.join();
-  CHECK(lost());
 }
