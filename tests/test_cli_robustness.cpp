@@ -272,6 +272,10 @@ TEST_CASE("a client that closes its input and never reads cannot hold serve or m
   server->close_input();
   CHECK(server->wait_exit(30s) == 0);  // REQUIREs the exit within 30 s
   CHECK(std::chrono::steady_clock::now() - closed < 15s);
+
+  auto bad = cli_run("serve --write-timeout 0s");
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err.text, "--write-timeout"));
 }
 
 TEST_CASE("serve --max-in-flight 2 runs two calls at once and the third waits for a free slot",

@@ -220,6 +220,12 @@ TEST_CASE("a host that stops reading cannot hold a server: past write_timeout it
   // Answers of 360 KB (60000 NULs as \u0000) against a 64 KiB pipe, more
   // calls than slots: the writers block and the reader waits for a slot.
   const json command = {{"command", "head -c 60000 /dev/zero"}, {"description", "d"}};
+  SECTION("a write_timeout that is not positive is refused naming the field") {
+    server::server_options options;
+    options.write_timeout = 0ms;
+    CHECK_THROWS_WITH(server::json_lines_server(executor, options, pipes.server_in(), pipes.server_out()),
+                      Catch::Contains("write_timeout"));
+  }
   SECTION("json_lines_server") {
     server::json_lines_server server(executor, impatient(server::server_options{}), pipes.server_in(),
                                      pipes.server_out());
