@@ -37,9 +37,11 @@ Usage:
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                  [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                  [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
+                 [--write-timeout TIME]
   bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
+               [--write-timeout TIME]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -104,10 +106,14 @@ settles, and {"approval": {...}} questions under --approve ask.
 Limits per line: 16 MiB, nesting depth 64, 10000 JSON values, session ids
 of at most 80 bytes; a line over a limit gets an error response (with its
 "id" whenever it can be read) and the server keeps serving.
-End of input (the client is gone): no more lines are read, calls in flight
-are aborted (their responses still written while stdout takes them),
-background tasks are killed, exit 0. SIGINT, SIGTERM, SIGHUP: the same, then
-exit 128+N.
+End of input: no more lines are read, pending approvals are cancelled, the
+calls in flight run to their end (each within its own timeout) and are
+answered, then background tasks are killed, exit 0 (`serve < requests.jsonl`
+answers every line). SIGINT, SIGTERM, SIGHUP: no more lines are read, calls
+in flight are aborted (their responses still written while stdout takes
+them), background tasks are killed, exit 128+N. A client that stops reading
+(a response waits --write-timeout for stdout to take a byte): the same as a
+signal, its later responses dropped, exit 0.
 
 Options:
   --mode MODE         the default mode of every session (default read-only)
@@ -135,6 +141,9 @@ Options:
                       forgotten: its spill files are removed, and bash_output
                       or bash_kill of its id answers that it was forgotten.
                       A running task is never forgotten.
+  --write-timeout TIME  how long a response may wait for stdout to take any
+                      byte of it (default 30s); past it the client counts as
+                      gone and the server shuts down
   -h, --help          this text
 )";
 
@@ -163,9 +172,10 @@ the client's version when it is one of these, else 2025-11-25.
 One connection is one session: it owns its background tasks, and its mode
 override is read from --session-dir (a `bashexec serve` set_mode op on the
 same directory and session id sets it). Limits per message as for serve:
-16 MiB, nesting depth 64, 10000 JSON values. End of input: no more messages
-are read, calls in flight are aborted, background tasks are killed, exit 0.
-SIGINT, SIGTERM, SIGHUP: the same, then exit 128+N.
+16 MiB, nesting depth 64, 10000 JSON values. End of input (how MCP clients
+shut a server down): no more messages are read, calls in flight are aborted,
+background tasks are killed, exit 0. SIGINT, SIGTERM, SIGHUP: the same, then
+exit 128+N. A client that stops reading: the same after --write-timeout.
 
 Options:
   --mode MODE         the session's default mode (default read-only)
@@ -184,6 +194,7 @@ Options:
   --retain-tasks N, --retain-bytes SIZE, --retain-age TIME
                       which settled background tasks are remembered, as for
                       serve (defaults 1000 tasks, 16M, 1h)
+  --write-timeout TIME  as for serve (default 30s)
   -h, --help          this text
 )";
 
@@ -256,6 +267,7 @@ struct serve_options : common_options {
   std::size_t max_in_flight = default_max_in_flight;
   /// The library's defaults unless a --retain-* flag says otherwise.
   task_retention retention;
+  std::chrono::milliseconds write_timeout = server::server_options{}.write_timeout;
 };
 
 /// `mcp` takes `serve`'s options; escalations are asked through elicitation
@@ -433,7 +445,7 @@ inline std::uint64_t parse_retain_bytes(std::string_view text) {
 
 /// "500ms", "90s", "10min", "1h" (a unit is required: a bare number would
 /// be read as seconds by some and milliseconds by others).
-inline std::chrono::milliseconds parse_retain_age(std::string_view text) {
+inline std::chrono::milliseconds parse_duration(std::string_view flag, std::string_view text) {
   static constexpr std::pair<std::string_view, std::uint64_t> units[] = {
       {"ms", 1}, {"min", 60000}, {"s", 1000}, {"h", 3600000}};
   for (const auto& [unit, ms_per_unit] : units)
@@ -442,7 +454,7 @@ inline std::chrono::milliseconds parse_retain_age(std::string_view text) {
           n && *n <= static_cast<std::uint64_t>(std::chrono::milliseconds::max().count()) / ms_per_unit)
         return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(*n * ms_per_unit));
   throw usage_error(
-      fmt::format("--retain-age: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", text));
+      fmt::format("{}: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", flag, text));
 }
 
 inline approval_policy parse_approval(std::string_view text) {
