@@ -59,18 +59,22 @@ class closing_flag {
 /// reading cannot hold the shutdown hostage.
 class line_writer {
  public:
+  /// How a line's JSON becomes text (null: nlohmann-json's `dump`).
+  using serializer = std::string (*)(const nlohmann::json&);
+
   /// `fallback` is the line written in place of a null one: what a handler
   /// answers when even its error response could not be built (out of memory).
-  line_writer(int fd, const closing_flag& closing, std::string_view fallback,
+  line_writer(int fd, const closing_flag& closing, std::string_view fallback, serializer serialize = nullptr,
               std::chrono::milliseconds patience = std::chrono::seconds(2))
-      : fd_(fd), closing_(closing), fallback_(fallback), patience_(patience) {}
+      : fd_(fd), closing_(closing), fallback_(fallback), serialize_(serialize), patience_(patience) {}
 
   /// Never throws; false when the line was dropped.
   bool emit(const nlohmann::json& line) noexcept {
     std::string text;
     try {
       text = fallback_;
-      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (!line.is_null())
+        text = serialize_ ? serialize_(line) : line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (...) {
     }
     text += '\n';
@@ -120,6 +124,7 @@ class line_writer {
   int fd_;
   const closing_flag& closing_;
   std::string_view fallback_;
+  serializer serialize_;
   std::chrono::milliseconds patience_;
   std::mutex mutex_;
   std::atomic<bool> gone_{false};

@@ -23,9 +23,10 @@ class line_transport {
 
  protected:
   /// `fallback` is the protocol's line for a response that could not be
-  /// built (see line_writer).
-  line_transport(int in_fd, int out_fd, std::size_t max_in_flight, std::string_view fallback)
-      : in_fd_(in_fd), out_(out_fd, closing_, fallback), pool_(max_in_flight, closing_) {}
+  /// built, `serialize` how its messages become lines (see line_writer).
+  line_transport(int in_fd, int out_fd, std::size_t max_in_flight, std::string_view fallback,
+                 line_writer::serializer serialize = nullptr)
+      : in_fd_(in_fd), out_(out_fd, closing_, fallback, serialize), pool_(max_in_flight, closing_) {}
   ~line_transport() = default;
 
   /// Reads lines of at most `max_line_bytes` until end of input, closing, or
