@@ -39,6 +39,7 @@ class fake_executor {
   run_result next_result;
   std::function<void()> throw_on_run;  // when set, `run` calls it (it throws)
   bool settle_during_start = false;    // the task finishes before `start` returns
+  std::function<void()> during_start;  // when set, `start` calls it after the task exists
 
   mutable std::vector<exec_request> requests;  // what `resolve` received
   std::vector<exec_spec> runs;
@@ -84,6 +85,7 @@ class fake_executor {
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
     tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}, {}};
     if (settle_during_start) finish(id, 0);
+    if (during_start) during_start();
     return id;
   }
 
@@ -631,6 +633,61 @@ TEST_CASE("contract 18: an escalated background task starts under the wider mode
   CHECK(executor.starts[0].owner == owner_token("s1"));
 }
 
+TEST_CASE("the approver is asked about the whole command, every line and every hidden character",
+          "[tools][approval][issue-25]") {
+  auto executor = confining(sandbox_mode::read_only);
+  bash_tools tools(executor);
+  scripted_approver approver;
+  approver.answer = approval_outcome::rejected;
+  auto context = session();
+  context.approve = approver.callback();
+  auto args = bash_args("ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE");
+  args["sandbox_permissions"] = "danger-full-access";
+  args["justification"] = "j";
+  CHECK(tools.call("bash", args, context).is_error);
+  REQUIRE(approver.asked.size() == 1);
+  CHECK(approver.asked[0].command == "ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE");
+  CHECK(approval_text(approver.asked[0]).value_or("").find("2 | touch /var/tmp/HIDDEN \\u{202E}") !=
+        std::string::npos);
+  CHECK(executor.runs.empty());
+}
+
+TEST_CASE("a request too long to show a person in full is refused before anyone is asked",
+          "[tools][approval][issue-25]") {
+  auto executor = confining(sandbox_mode::read_only);
+  bash_tools tools(executor);
+  scripted_approver approver;
+  auto context = session();
+  context.approve = approver.callback();
+  const std::string refusal =
+      "the request to run this command under \"workspace-write\" is too long to show a person for approval (its "
+      "command, description and justification shown in full would exceed 65536 bytes, and an approval is never asked "
+      "about a cut command); the command did not run. Split the work into shorter commands.";
+
+  SECTION("a 1 MiB command") {
+    auto args = bash_args("true #" + std::string(std::size_t{1} << 20, 'x'));
+    args["sandbox_permissions"] = "workspace-write";
+    args["justification"] = "j";
+    CHECK(tools.call("bash", args, context) == tool_result{refusal, true});
+  }
+  SECTION("a command short in bytes whose escapes make it too long to show") {
+    std::string command = "true #";
+    for (int i = 0; i < 10000; ++i) command += "\xE2\x80\x8B";  // 30000 bytes, each shown as \u{200B}
+    auto args = bash_args(command);
+    args["sandbox_permissions"] = "workspace-write";
+    args["justification"] = "j";
+    CHECK(tools.call("bash", args, context) == tool_result{refusal, true});
+  }
+  SECTION("a long justification") {
+    auto args = bash_args("true");
+    args["sandbox_permissions"] = "workspace-write";
+    args["justification"] = std::string(70000, 'j');
+    CHECK(tools.call("bash", args, context) == tool_result{refusal, true});
+  }
+  CHECK(approver.asked.empty());
+  CHECK(executor.runs.empty());
+}
+
 TEST_CASE("a request the executor rejects fails before anyone is asked", "[tools][approval]") {
   auto executor = confining();
   bash_tools tools(executor);
@@ -644,6 +701,35 @@ TEST_CASE("a request the executor rejects fails before anyone is asked", "[tools
   CHECK(tools.call("bash", args, context) ==
         tool_result{"invalid request: workdir /nonexistent does not exist", true});
   CHECK(approver.asked.empty());
+}
+
+TEST_CASE("a background start whose call is already cancelled starts nothing", "[tools][background][issue-25]") {
+  auto executor = unconfined();
+  bash_tools tools(executor);
+  std::stop_source cancel;
+  cancel.request_stop();
+  auto context = session();
+  context.stop = cancel.get_token();
+  auto args = bash_args("sleep 100");
+  args["run_in_background"] = true;
+  CHECK(tools.call("bash", args, context) ==
+        tool_result{"the call was cancelled, so its background task did not start; nothing ran", true});
+  CHECK(executor.starts.empty());
+}
+
+TEST_CASE("a background start cancelled while it starts kills its task", "[tools][background][issue-25]") {
+  auto executor = unconfined();
+  bash_tools tools(executor);
+  std::stop_source cancel;
+  executor.during_start = [&] { cancel.request_stop(); };
+  auto context = session();
+  context.stop = cancel.get_token();
+  auto args = bash_args("sleep 100");
+  args["run_in_background"] = true;
+  CHECK(tools.call("bash", args, context) ==
+        tool_result{"the call was cancelled as its background task started; task bash-1 was killed", true});
+  REQUIRE(executor.starts.size() == 1);
+  CHECK(executor.get(task_id("bash-1")).status == task_status::killed);
 }
 
 // ---- result text -------------------------------------------------------------
