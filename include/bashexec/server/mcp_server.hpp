@@ -291,7 +291,12 @@ class mcp_server : public line_transport {
   /// throws.
   void finish_call(const std::shared_ptr<mcp::call_state>& call, tool_result result, bool bash_call = false) noexcept {
     const bool cancelled = calls_.finish(*call);
-    if (cancelled && bash_call) kill_started_task(result);
+    if (cancelled && bash_call) {
+      try {
+        if (auto task = mcp::started_task(result)) executor_.kill(*task);
+      } catch (...) {  // already settled and forgotten: nothing left to kill
+      }
+    }
     std::optional<nlohmann::json> response;
     if (!cancelled) {
       try {
@@ -304,18 +309,6 @@ class mcp_server : public line_transport {
       call->batch->add(std::move(response));
     else if (response)
       out_.emit(*response);
-  }
-
-  /// Kills the background task a cancelled `bash` call started, if it did.
-  void kill_started_task(const tool_result& result) noexcept {
-    try {
-      if (!result.facts || !result.facts->is_object()) return;
-      const auto id = result.facts->find("task_id");
-      if (id == result.facts->end() || !id->is_string()) return;
-      executor_.kill(task_id(id->get<std::string>()));
-    } catch (...) {
-      // Already settled and forgotten: nothing left to kill.
-    }
   }
 
   /// Asks the person through `elicitation/create` (the client declared the
