@@ -39,6 +39,7 @@ class fake_executor {
   run_result next_result;
   std::function<void()> throw_on_run;  // when set, `run` calls it (it throws)
   bool settle_during_start = false;    // the task finishes before `start` returns
+  std::function<void()> during_start;  // when set, `start` calls it after the task exists
 
   mutable std::vector<exec_request> requests;  // what `resolve` received
   std::vector<exec_spec> runs;
@@ -84,6 +85,7 @@ class fake_executor {
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
     tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}, {}};
     if (settle_during_start) finish(id, 0);
+    if (during_start) during_start();
     return id;
   }
 
@@ -176,6 +178,14 @@ call_context session(std::string id = "s1") {
 }
 
 json bash_args(std::string command = "ls") { return {{"command", std::move(command)}, {"description", "list"}}; }
+
+/// `bash_args` asking for `mode` with a justification.
+json escalating(std::string command, std::string mode = "workspace-write", std::string justification = "j") {
+  json args = bash_args(std::move(command));
+  args["sandbox_permissions"] = std::move(mode);
+  args["justification"] = std::move(justification);
+  return args;
+}
 
 /// A scripted approver that records every question.
 struct scripted_approver {
@@ -631,6 +641,44 @@ TEST_CASE("contract 18: an escalated background task starts under the wider mode
   CHECK(executor.starts[0].owner == owner_token("s1"));
 }
 
+/// A read-only executor's tools, and a session whose questions a scripted approver answers.
+struct approving_session {
+  fake_executor executor = confining(sandbox_mode::read_only);
+  bash_tools<fake_executor> tools{executor};
+  scripted_approver approver;
+  call_context context = session();
+  approving_session() { context.approve = approver.callback(); }
+};
+
+TEST_CASE_METHOD(approving_session, "the approver is asked about the whole command, every line and every hidden character",
+                 "[tools][approval][issue-25]") {
+  approver.answer = approval_outcome::rejected;
+  CHECK(tools.call("bash", escalating("ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE", "danger-full-access"), context)
+            .is_error);
+  REQUIRE(approver.asked.size() == 1);
+  CHECK(approver.asked[0].command == "ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE");
+  CHECK(approval_text(approver.asked[0]).value_or("").find("2 | touch /var/tmp/HIDDEN \\u{202E}") !=
+        std::string::npos);
+  CHECK(executor.runs.empty());
+}
+
+TEST_CASE_METHOD(approving_session, "a request too long to show a person in full is refused before anyone is asked",
+                 "[tools][approval][issue-25]") {
+  const std::string refusal =
+      "the request to run this command under \"workspace-write\" is too long to show a person for approval (its "
+      "command, description and justification shown in full would exceed 65536 bytes, and an approval is never asked "
+      "about a cut command); the command did not run. Split the work into shorter commands.";
+
+  std::string zero_width = "true #";
+  for (int i = 0; i < 10000; ++i) zero_width += "\xE2\x80\x8B";  // 30000 bytes, each shown as \u{200B}
+  // A 1 MiB command; one short in bytes whose escapes make it too long; a long justification.
+  for (const json& args : {escalating("true #" + std::string(std::size_t{1} << 20, 'x')), escalating(zero_width),
+                           escalating("true", "workspace-write", std::string(70000, 'j'))})
+    CHECK(tools.call("bash", args, context) == tool_result{refusal, true});
+  CHECK(approver.asked.empty());
+  CHECK(executor.runs.empty());
+}
+
 TEST_CASE("a request the executor rejects fails before anyone is asked", "[tools][approval]") {
   auto executor = confining();
   bash_tools tools(executor);
@@ -704,18 +752,35 @@ TEST_CASE("contract 20: infrastructure failures and aborts are error results", "
         tool_result{"(no output)\n[aborted]\n[killed by signal: SIGTERM]", true});
 }
 
-TEST_CASE("the caller's stop token reaches a foreground run only", "[tools]") {
+TEST_CASE("the caller's stop token reaches a foreground run only; a cancelled call leaves no background task running",
+          "[tools][background][issue-25]") {
   auto executor = unconfined();
   bash_tools tools(executor);
   std::stop_source stop;
   auto context = session();
   context.stop = stop.get_token();
-  tools.call("bash", bash_args(), context);
-  CHECK(executor.requests.back().stop.stop_possible());
-  auto args = bash_args();
+  auto args = bash_args("sleep 100");
   args["run_in_background"] = true;
-  tools.call("bash", args, context);
-  CHECK_FALSE(executor.requests.back().stop.stop_possible());
+
+  SECTION("the token reaches a foreground run, not a background task") {
+    tools.call("bash", bash_args(), context);
+    CHECK(executor.requests.back().stop.stop_possible());
+    tools.call("bash", args, context);
+    CHECK_FALSE(executor.requests.back().stop.stop_possible());
+  }
+  SECTION("cancelled before the start: nothing starts") {
+    stop.request_stop();
+    CHECK(tools.call("bash", args, context) ==
+          tool_result{"the call was cancelled, so its background task did not start; nothing ran", true});
+    CHECK(executor.starts.empty());
+  }
+  SECTION("cancelled while it starts: the task is killed") {
+    executor.during_start = [&] { stop.request_stop(); };
+    CHECK(tools.call("bash", args, context) ==
+          tool_result{"the call was cancelled as its background task started; task bash-1 was killed", true});
+    REQUIRE(executor.starts.size() == 1);
+    CHECK(executor.get(task_id("bash-1")).status == task_status::killed);
+  }
 }
 
 TEST_CASE("invalid UTF-8 printed by a command reaches the model as valid UTF-8", "[tools][utf8]") {

@@ -102,7 +102,9 @@ response line per request, requests handled concurrently.
 A "session" (any string, "" included) owns the background tasks it starts;
 without one (absent or null) they are ownerless and open to every caller.
 Unprompted lines: {"notice": "...", "session": "s1"} when a background task
-settles, and {"approval": {...}} questions under --approve ask.
+settles, and {"approval": {...}} questions under --approve ask, whose "text"
+is what to show the person: the whole command, every line numbered, hidden
+characters escaped (a request too long to show is refused, never cut).
 Limits per line: 16 MiB, nesting depth 64, 10000 JSON values, session ids
 of at most 80 bytes; a line over a limit gets an error response (with its
 "id" whenever it can be read) and the server keeps serving.

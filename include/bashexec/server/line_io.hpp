@@ -64,18 +64,22 @@ class closing_flag {
 /// of: a client that stopped reading cannot hold the server hostage.
 class line_writer {
  public:
+  /// How a line's JSON becomes text (null: nlohmann-json's `dump`).
+  using serializer = std::string (*)(const nlohmann::json&);
+
   /// `fallback` is the line written in place of a null one: what a handler
   /// answers when even its error response could not be built (out of memory).
   /// `on_gone` (which must not throw or write) wakes whatever waits for the
   /// closing flag without polling it.
   line_writer(int fd, closing_flag& closing, std::string_view fallback, std::function<void()> on_gone = {},
-              std::chrono::milliseconds write_timeout = std::chrono::seconds(30),
+              std::chrono::milliseconds write_timeout = std::chrono::seconds(30), serializer serialize = nullptr,
               std::chrono::milliseconds patience = std::chrono::seconds(2))
       : fd_(fd),
         closing_(closing),
         fallback_(fallback),
         on_gone_(std::move(on_gone)),
         write_timeout_(write_timeout),
+        serialize_(serialize),
         patience_(patience) {}
 
   /// Never throws; false when the line was dropped.
@@ -83,7 +87,8 @@ class line_writer {
     std::string text;
     try {
       text = fallback_;
-      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (!line.is_null())
+        text = serialize_ ? serialize_(line) : line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (...) {
     }
     text += '\n';
@@ -143,6 +148,7 @@ class line_writer {
   std::string_view fallback_;
   std::function<void()> on_gone_;
   std::chrono::milliseconds write_timeout_;
+  serializer serialize_;
   std::chrono::milliseconds patience_;
   std::mutex mutex_;
   std::atomic<bool> gone_{false};

@@ -25,13 +25,13 @@ class line_transport {
 
  protected:
   /// `fallback` is the protocol's line for a response that could not be
-  /// built (see line_writer).
+  /// built, `serialize` how its messages become lines (see line_writer).
   /// `write_timeout`: see line_writer; when stdout is gone the closing flag
   /// is set and every waiter woken, so `serve` ends as after `stop`.
   line_transport(int in_fd, int out_fd, std::size_t max_in_flight, std::string_view fallback,
-                 std::chrono::milliseconds write_timeout)
+                 std::chrono::milliseconds write_timeout, line_writer::serializer serialize = nullptr)
       : in_fd_(in_fd),
-        out_(out_fd, closing_, fallback, [this] { pool_.wake(); }, write_timeout),
+        out_(out_fd, closing_, fallback, [this] { pool_.wake(); }, write_timeout, serialize),
         pool_(max_in_flight, closing_) {
     if (write_timeout.count() <= 0) throw std::invalid_argument("write_timeout: must be positive");
   }
