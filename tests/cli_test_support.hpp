@@ -103,8 +103,17 @@ class cli_process {
   ~cli_process() {
     close_input();
     if (pid_ > 0) {
+      // End of input ends a server: a moment to remove its own directories
+      // (a SIGKILL leaves them for the next start's sweep), then whatever is
+      // left of its group dies.
+      bool reaped = false;
+      for (int waited = 0; waited < 300 && !reaped; ++waited) {
+        const pid_t got = ::waitpid(pid_, nullptr, WNOHANG);
+        reaped = got == pid_ || got < 0;
+        if (!reaped) std::this_thread::sleep_for(10ms);
+      }
       ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+      if (!reaped) ::waitpid(pid_, nullptr, 0);
     }
     if (out_ >= 0) ::close(out_);
   }
