@@ -77,7 +77,7 @@ std::string in_private_temp(const std::string& script) {
 /// stops nobody), with a usable sandbox.
 std::optional<std::string> cli_missing_for(int uid) {
   if (uid == 0) return std::nullopt;
-  const std::string seen = in_private_temp(fmt::format("cli {} run -- echo usable 2>&1\n", uid));
+  const std::string seen = in_private_temp(fmt::format("cd /var/tmp && cli {} run -- echo usable 2>&1\n", uid));
   if (seen != "usable\n") return fmt::format("uid {} cannot run bashexec here: {}", uid, seen);
   return std::nullopt;
 }
@@ -127,6 +127,21 @@ TEST_CASE("Beyond: run never follows, chmods or prunes a kept-spill directory an
     CHECK_THAT(seen, Catch::Contains(fmt::format("/dev/shm/bashexec-run-{}: owned by uid {}", who.victim, who.attacker)));
     CHECK_THAT(seen, Catch::EndsWith("mode=755\nold\n0\n"));  // nothing written into the attacker's directories
   }
+}
+#endif
+
+#ifdef BASHEXEC_CLI_PATH
+TEST_CASE("Beyond: without XDG_RUNTIME_DIR an ordinary user's run keeps its output beside root's kept directory",
+          "[shared-temp][cli]") {
+  SKIP_UNLESS(private_temp_missing());
+  SKIP_UNLESS(cli_missing_for(nobody));
+  // Root's run comes first and keeps its own directory in /var/tmp.
+  const std::string seen = in_private_temp(fmt::format(
+      "cli 0 run -- 'seq 1 30000' | tail -1 | grep -c /var/tmp/\n"
+      "path=$(cli {0} run -- 'seq 1 30000' 2>/var/tmp/err | tail -1 | sed 's/.*full output: //; s/]$//')\n"
+      "echo \"$path\" | grep -c '^/var/tmp/bashexec-run-{0}/'; as {0} wc -l < \"$path\"; cat /var/tmp/err\n",
+      nobody));
+  CHECK(seen == "1\n1\n30000\n");
 }
 #endif
 
