@@ -4,7 +4,9 @@
 // case runs as root in a private mount namespace whose /var/tmp and /dev/shm
 // are fresh tmpfs — the shared space of the attack, seen by no other test —
 // and plays the victim as root and as the ordinary user nobody (setpriv).
+#include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -244,6 +246,36 @@ TEST_CASE("Beyond: run bounds what ended runs keep — a day at most, 1 GiB in a
   CHECK(seen == "nynyy");
 }
 #endif
+
+TEMPLATE_TEST_CASE("Beyond: a spill directory under a writable root (a workspace of /) is read-only to workspace-write "
+                   "commands",
+                   "[shared-temp][spill]", test_support::bwrap_executor, test_support::landlock_executor) {
+  SKIP_UNLESS(test_support::backend_missing<TestType>());
+  if constexpr (std::is_same_v<TestType, test_support::landlock_executor>)
+    if (!bashexec::landlock::can_bind_read_only()) {
+      WARN("skipped: Landlock cannot bind read-only here (not privileged, no user namespace): such a spawn is "
+           "refused, see the userns-refused run");
+      return;
+    }
+  temp_dir parent;  // under /var/tmp, so under the workspace
+  bashexec::executor_config config = test_support::fast_config();
+  config.spill_parent = parent.path();
+  config.sandbox.default_mode = bashexec::sandbox_mode::workspace_write;
+  config.sandbox.workspace_root = "/";
+  TestType executor(config);
+  const auto big = executor.run(executor.resolve({.command = "seq 1 30000"}));
+  REQUIRE(big.out.spill_path);
+  const std::string path = big.out.spill_path->string();
+  const auto attempt = executor.run(executor.resolve(
+      {.command = fmt::format("echo x >> {0}; rm -f {0}; mv {0} {1}/moved; echo ok > {1}/beside; echo ran", path,
+                              big.out.spill_path->parent_path().string())}));
+  CHECK_THAT(attempt.out.text, Catch::Contains("ran"));
+  const std::string kept = slurp(*big.out.spill_path);
+  CHECK(std::count(kept.begin(), kept.end(), '\n') == 30000);
+  CHECK(kept.ends_with("29999\n30000\n"));
+  CHECK_FALSE(fs::exists(big.out.spill_path->parent_path() / "beside"));
+  CHECK(fs::exists(parent.path()));  // the parent itself stays the workspace's
+}
 
 TEST_CASE("Beyond: an owner stamp names this process while it lives and a finished one as gone", "[shared-temp]") {
   using bashexec::detail::owner_gone;
