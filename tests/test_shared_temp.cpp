@@ -276,6 +276,27 @@ TEMPLATE_TEST_CASE("Beyond: a spill directory under a writable root (a workspace
   CHECK(fs::exists(parent.path()));  // the parent itself stays the workspace's
 }
 
+// Hidden: run by tests/run_userns_refused.sh (CTest test_shared_temp_userns_refused),
+// where no user namespace can be made and no capability is held.
+TEST_CASE("Beyond: where Landlock cannot bind a spill directory under a writable root read-only, the spawn is refused",
+          "[.userns-refused][landlock]") {
+  SKIP_UNLESS(test_support::backend_missing<test_support::landlock_executor>());
+  REQUIRE(std::getenv("BASHEXEC_REFUSING_LIMIT") != nullptr);  // only meaningful in that setting
+  REQUIRE_FALSE(bashexec::landlock::can_bind_read_only());
+  temp_dir parent;
+  bashexec::executor_config config = test_support::fast_config();
+  config.spill_parent = parent.path();
+  config.sandbox.workspace_root = "/";
+  test_support::landlock_executor executor(config);
+  const auto request = [&](bashexec::sandbox_mode mode) {
+    return executor.resolve({.command = "echo ran", .mode = mode});
+  };
+  CHECK(executor.run(request(bashexec::sandbox_mode::read_only)).out.text == "ran\n");  // nothing writable
+  CHECK_THROWS_WITH(executor.run(request(bashexec::sandbox_mode::workspace_write)),
+                    Catch::Contains("the spill directory " + parent.str()) &&
+                        Catch::Contains("Landlock cannot bind it read-only here"));
+}
+
 TEST_CASE("Beyond: an owner stamp names this process while it lives and a finished one as gone", "[shared-temp]") {
   using bashexec::detail::owner_gone;
   const std::string mine = bashexec::detail::owner_stamp();
