@@ -186,6 +186,9 @@ TEST_CASE("Beyond: with / as the working directory run works in every mode, and 
   const int victim = GENERATE(0, nobody);
   SKIP_UNLESS(cli_missing_for(victim));
   INFO("as uid " << victim);
+  const std::string plant_in_session_logs =
+      R"j({"id":1,"tool":"bash","args":{"command":"touch /var/tmp/bashexec-sessions-*/planted; )j"
+      R"j(echo planted $(ls /var/tmp/bashexec-sessions-*/ | grep -c planted)","description":"d"}})j";
   const std::string seen = in_private_temp(fmt::format(
       "for mode in read-only workspace-write danger-full-access; do cli {0} run --mode $mode -- echo hi; echo \"$mode "
       "$?\"; done\n"
@@ -193,9 +196,14 @@ TEST_CASE("Beyond: with / as the working directory run works in every mode, and 
       "second=$(cli {0} run --mode workspace-write -- 'seq 1 20000' | printed_path)\n"
       "cli {0} run --mode workspace-write -- \"echo x >> $first; echo x >> $second; rm -f $first $second; "
       "rm -rf $(dirname $second); touch $(dirname $(dirname $first))/planted\" >/dev/null 2>&1\n"
-      "wc -l < $first; wc -l < $second; ls $(dirname $(dirname $first)) | grep -c planted\n",
-      victim));
-  CHECK(seen == "hi\nread-only 0\nhi\nworkspace-write 0\nhi\ndanger-full-access 0\n30000\n20000\n0\n");
+      "wc -l < $first; wc -l < $second; ls $(dirname $(dirname $first)) | grep -c planted\n"
+      // serve's session logs too.
+      "mkfifo /var/tmp/in; xcli {0} serve --mode workspace-write < /var/tmp/in > /var/tmp/out & pid=$!\n"
+      "exec 3>/var/tmp/in; echo '{1}' >&3\n"
+      "while ! grep -q planted /var/tmp/out; do sleep 0.05; done; exec 3>&-; wait $pid; "
+      "grep -o 'planted [0-9]*' /var/tmp/out\n",
+      victim, plant_in_session_logs));
+  CHECK(seen == "hi\nread-only 0\nhi\nworkspace-write 0\nhi\ndanger-full-access 0\n30000\n20000\n0\nplanted 0\n");
 }
 
 TEST_CASE("Beyond: a killed serve's session and spill directories are swept by the next start, a live one's kept",

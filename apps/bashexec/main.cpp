@@ -188,7 +188,7 @@ int run_command(std::vector<std::string_view> argv) {
     config.keep_spill_dir = true;  // removed above unless a printed path points into it
     // Earlier runs' kept files too must stay read-only under a workspace that
     // holds them (a workspace of `/`).
-    if (auto inside = kept_path_inside(kept.path, workspace)) config.sandbox.protected_paths.push_back(*inside);
+    if (auto inside = path_inside(kept.path, workspace)) config.sandbox.protected_paths.push_back(*inside);
   });
   // The executor is gone here: the command's group is killed and reaped, and
   // the spill files are gone unless the printed result names them.
@@ -281,7 +281,13 @@ int run_server(const Options& options) {
       return 0;
       // Leaving this scope destroys the server, then the executor: every
       // background task is killed and reaped, the spill files removed.
-    }, [&options](executor_config& config) { config.retention = options.retention; });
+    }, [&options, &session_dir](executor_config& config) {
+      config.retention = options.retention;
+      // Under a workspace that holds them (a workspace of `/`), the session
+      // logs stay read-only to workspace-write commands too.
+      if (auto inside = path_inside(session_dir, config.cwd.value_or(std::filesystem::current_path())))
+        config.sandbox.protected_paths.push_back(*inside);
+    });
   } catch (const std::exception& e) {
     note("bashexec: {}\n", e.what());
     status = exit_cannot_run;

@@ -96,13 +96,14 @@ inline held_directory open_kept_spills(const std::filesystem::path& workspace, s
   return {};
 }
 
-/// `kept` relative to `workspace` when the workspace holds it, as a
+/// `path` relative to `workspace` when the workspace holds it, as a
 /// protected path (bound read-only under workspace-write).
-inline std::optional<std::filesystem::path> kept_path_inside(const std::filesystem::path& kept,
-                                                             const std::filesystem::path& workspace) {
-  std::error_code ec;
-  const auto inside = std::filesystem::canonical(kept, ec).lexically_relative(std::filesystem::canonical(workspace, ec));
-  if (ec || inside.empty() || *inside.begin() == ".." || inside == ".") return std::nullopt;
+inline std::optional<std::filesystem::path> path_inside(const std::filesystem::path& path,
+                                                        const std::filesystem::path& workspace) {
+  std::error_code path_error, workspace_error;
+  const auto real_path = std::filesystem::canonical(path, path_error);
+  const auto inside = real_path.lexically_relative(std::filesystem::canonical(workspace, workspace_error));
+  if (path_error || workspace_error || inside.empty() || *inside.begin() == ".." || inside == ".") return std::nullopt;
   return inside;
 }
 
