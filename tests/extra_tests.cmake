@@ -59,6 +59,12 @@ add_test(NAME test_hardening_unprivileged
 set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77
   COST 15)
 
+# The trusted-program checks depend on who runs them (root or the owner).
+add_test(NAME test_trusted_programs_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_trusted_programs> --warn NoTests)
+set_tests_properties(test_trusted_programs_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
+  SKIP_RETURN_CODE 77)
+
 # The spill-directory cases of test_shared_temp as an ordinary user (its CLI
 # cases play nobody themselves, from root, and skip here).
 add_test(NAME test_shared_temp_unprivileged

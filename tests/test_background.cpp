@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <bashexec/signal_name.hpp>
+#include <bashexec/tools/bash_tools.hpp>
 
 #include "executor_test_support.hpp"
 #include "unconfined_test_support.hpp"
@@ -309,9 +310,33 @@ TEST_CASE("contract 9/10: a spawn that fails after the checks settles the task a
   REQUIRE_NOTHROW(id = executor.start(executor.resolve({.command = "true"})));
   auto final_facts = executor.wait(id);
   CHECK(final_facts.status == task_status::killed);
+  REQUIRE(final_facts.start_error);
+  CHECK_THAT(*final_facts.start_error, Catch::Contains("/tmp"));
   CHECK_THAT(executor.read_output(id).delta, Catch::StartsWith("[stderr]\n") && Catch::Contains("/tmp"));
   CHECK(executor.read_output(id).delta.empty());
   CHECK(eventually([&] { return calls.load() == 1; }, 2s));
+}
+
+TEST_CASE("a background start that could not run says so in its own answer, not only in bash_output (issue 25)",
+          "[background][tools][contract-20]") {
+  executor_config config = fast_config();
+  config.shell = "/tmp";  // passes the checks, fails at the spawn
+  unconfined_executor executor(config);
+  bash_tools tools(executor);
+  const nlohmann::json args = {{"command", "echo ran"}, {"description", "d"}, {"run_in_background", true}};
+  const tool_result started = tools.call("bash", args, call_context{});
+  CHECK(started.is_error);
+  CHECK_THAT(started.text, Catch::StartsWith("the command could not be run: ") && Catch::Contains("/tmp") &&
+                               Catch::EndsWith("; background task bash-1 settled as killed"));
+  // The task is there, settled, its reason in its output as before.
+  const tool_result read = tools.call("bash_output", {{"task_id", "bash-1"}}, call_context{});
+  CHECK_THAT(read.text, Catch::Contains("could not start the command") && Catch::Contains("[status: killed"));
+  SECTION("a start that ran answers as always") {
+    unconfined_executor plain(fast_config());
+    bash_tools plain_tools(plain);
+    CHECK(plain_tools.call("bash", args, call_context{}).text == "started background task bash-1");
+    plain.wait(task_id("bash-1"));
+  }
 }
 
 TEST_CASE("contract 10: the listener fires exactly once per task for 50 concurrent tasks, after final facts",

@@ -75,7 +75,7 @@ class fake_executor {
     if (throw_on_run) throw_on_run();
     run_result result = next_result;
     if (configured_default && spec.mode && !result.sandbox)
-      result.sandbox = sandbox_info{*spec.mode, false, enforcement::full, false};
+      result.sandbox = sandbox_info{*spec.mode, false, enforcement::full, false, {}};
     return result;
   }
 
@@ -654,7 +654,7 @@ TEST_CASE("contract 20: the bash result is the rendered run, a non-zero exit is 
   executor.next_result.exit_code = 1;
   executor.next_result.out = {"partial", false, std::nullopt};
   executor.next_result.err = {"touch: Read-only file system\n", false, std::nullopt};
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}};
   const auto result = tools.call("bash", bash_args("touch x"), session());
   CHECK_FALSE(result.is_error);
   CHECK(result.text == render_run_result(executor.next_result, true));
@@ -699,7 +699,7 @@ TEST_CASE("contract 20: infrastructure failures and aborts are error results", "
   executor.next_result.exit_code.reset();
   executor.next_result.signal = SIGTERM;
   executor.next_result.aborted = true;
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::workspace_write, false, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::workspace_write, false, enforcement::full, false, {}};
   CHECK(tools.call("bash", bash_args(), session()) ==
         tool_result{"(no output)\n[aborted]\n[killed by signal: SIGTERM]", true});
 }
@@ -750,7 +750,7 @@ TEST_CASE("contract 20: bash_output reports the delta and status, bash_kill kill
         tool_result{"task bash-1 had already finished; nothing was killed\n[status: killed by SIGTERM]", false});
 
   tools.call("bash", args, session());
-  executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false});
+  executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}});
   CHECK(tools.call("bash_output", {{"task_id", "bash-2"}}, session()).text ==
         "(no new output)\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n"
         "[to run this with wider file access, repeat the same command with sandbox_permissions "
@@ -831,7 +831,7 @@ TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
     tools.call("bash", args, session("alice"));
     tools.call("bash", args, session("bob"));
     CHECK(notices.empty());
-    executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false});
+    executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}});
     REQUIRE(notices.size() == 1);
     CHECK(notices[0].first == owner_token("bob"));
     CHECK(notices[0].second ==
@@ -968,7 +968,7 @@ TEST_CASE("contract 20: tool results carry their facts as JSON beside the byte-e
   auto executor = confining();
   bash_tools tools(executor);
   executor.next_result.exit_code = 1;
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}};
   const auto foreground = tools.call("bash", bash_args("touch x"), session());
   REQUIRE(foreground.facts);
   CHECK((*foreground.facts)["exit_code"] == 1);

@@ -426,3 +426,15 @@ TEST_CASE("bashexec run, serve and mcp refuse a --prespawn that is not a number 
   }
   CHECK(cli_run("--help").out.text.find("[--prespawn N]") != std::string::npos);
 }
+
+TEST_CASE("bashexec run --prespawn starts no pool: its one command is served cold and no waiter is left idle",
+          "[cli][prespawn]") {
+  using namespace cli_test;
+  // Unconfined, so /proc shows bashexec's children: the command's shell and,
+  // under cgroup containment, the guardian — never 64 waiting processes.
+  const auto result =
+      cli_run("run --unconfined --prespawn 64 -- 'sleep 0.5; grep -l \"^PPid:[[:space:]]*$PPID$\" /proc/[0-9]*/status | wc -l'");
+  REQUIRE(result.exit_code == 0);
+  CAPTURE(result.out.text);
+  CHECK(std::stoi(result.out.text) <= 3);
+}

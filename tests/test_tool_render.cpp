@@ -28,7 +28,7 @@ run_result exited(int code, std::string out = {}, std::string err = {}) {
 }
 
 sandbox_info denied_under(sandbox_mode mode) {
-  return sandbox_info{mode, true, enforcement::full, false};
+  return sandbox_info{mode, true, enforcement::full, false, {}};
 }
 
 }  // namespace
@@ -120,9 +120,9 @@ TEST_CASE("contract 20: a denial is marked, with the escalation hint only when e
 
 TEST_CASE("contract 20: sandbox facts without a denial add nothing", "[render][contract-20]") {
   run_result result = exited(0, "ok\n");
-  result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false};
+  result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false, {}};
   CHECK(render_run_result(result, true) == "ok\n");
-  result.sandbox = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};
+  result.sandbox = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false, {}};
   CHECK(render_run_result(result, true) == "ok\n");
 }
 
@@ -204,7 +204,7 @@ TEST_CASE("contract 20: a settled task's denial or runner failure follows its st
         "(no new output)\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]");
   CHECK(render_task_read(read, true).ends_with("and a justification; do not work around the sandbox]"));
 
-  read.task.sandbox = sandbox_info{sandbox_mode::workspace_write, false, std::nullopt, true};
+  read.task.sandbox = sandbox_info{sandbox_mode::workspace_write, false, std::nullopt, true, {}};
   CHECK(render_task_read(read, true) ==
         "(no new output)\n[status: completed, exit code: 1]\n"
         "[sandbox: the sandbox failed to start under workspace-write mode; the command did not run]");

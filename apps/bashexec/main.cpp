@@ -141,6 +141,8 @@ int run_command(std::vector<std::string_view> argv) {
   });
   if (answered) return *answered;
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
+  // One command, served cold: a pool would start processes nothing uses.
+  options.prespawn.reset();
 
   signal_watch& signals = signal_watch::start();  // already started by main: no thread before it
   sweep_leftovers();
@@ -223,7 +225,9 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
   else if (flag == "--retain-bytes")
     options.retention.max_bytes = parse_retain_bytes(args.value(flag));
   else if (flag == "--retain-age")
-    options.retention.max_age = parse_retain_age(args.value(flag));
+    options.retention.max_age = parse_duration(flag, args.value(flag));
+  else if (flag == "--write-timeout")
+    options.write_timeout = parse_duration(flag, args.value(flag));
   else
     return false;
   return true;
@@ -234,6 +238,7 @@ server::server_options server_options_of(const serve_options& options) {
   server::server_options out;
   out.approve = options.approve;
   out.max_in_flight = options.max_in_flight;
+  out.write_timeout = options.write_timeout;
   return out;
 }
 
@@ -241,6 +246,7 @@ server::mcp_server_options server_options_of(const mcp_options& options) {
   server::mcp_server_options out;
   out.approve = options.approve;
   out.max_in_flight = options.max_in_flight;
+  out.write_timeout = options.write_timeout;
   out.session = options.session;
   out.progress_interval = options.progress_interval;
   return out;

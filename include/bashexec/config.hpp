@@ -116,6 +116,27 @@ struct prespawn_settings {
   std::size_t max_keys = 8;
 };
 
+/// Which parts of the host environment never reach a command (contract 7,
+/// widened: docs/security.md "The environment"). Matching ignores case.
+/// Deliberately broad: a false positive costs a variable, a false negative
+/// leaks a secret to a model-driven command.
+struct environment_scrub {
+  /// A name holding one of these anywhere is dropped (`AWS_SECRET_ACCESS_KEY`,
+  /// `PGPASSWORD`, `AZURE_CLIENT_CREDENTIALS`).
+  std::vector<std::string> name_fragments{"KEY",        "SECRET",     "TOKEN",        "PASSWORD", "PASSWD",
+                                          "PASSPHRASE", "CREDENTIAL", "AUTHORIZATION", "COOKIE"};
+  /// A name with one of these as a whole `_`-separated word is dropped
+  /// (`MYSQL_PWD`, `GH_PAT`, `NPM_AUTH`, `DOCKER_PASS`), while names that
+  /// merely contain the letters stay (`PATH`, `GIT_AUTHOR_NAME`).
+  std::vector<std::string> name_words{"PWD", "PASS", "PAT", "AUTH", "CREDS"};
+  /// Names kept whatever the rules above say: the shell's own `PWD` and `OLDPWD`.
+  std::vector<std::string> keep{"PWD", "OLDPWD"};
+  /// In every value kept, `scheme://user:password@host` loses its password
+  /// (`DATABASE_URL=postgres://u:pw@db/x` reaches the command as
+  /// `postgres://u@db/x`).
+  bool strip_url_passwords = true;
+};
+
 struct executor_config {
   /// Default workdir; the process cwd when empty.
   std::optional<std::filesystem::path> cwd;
@@ -128,6 +149,8 @@ struct executor_config {
   /// How long a foreground run waits for descendants holding its output open
   /// after the shell exited, before killing what is left of the group.
   std::chrono::milliseconds drain_timeout{2000};
+  /// What of the host environment is kept from commands (contract 7).
+  environment_scrub scrub;
   /// Per-stream in-memory output cap.
   std::size_t output_cap = 64000;
   /// Where the private spill directory is created. Empty: a per-user 0700

@@ -53,6 +53,7 @@
 #include "bashexec/detail/impl/unique_fd.ipp"
 #include "bashexec/detail/impl/user_namespace.ipp"
 #include "bashexec/detail/impl/warm_process.ipp"
+#include "bashexec/detail/impl/writable_roots.ipp"
 #include "bashexec/impl/config.ipp"
 #include "bashexec/impl/confinement.ipp"
 #include "bashexec/impl/host_hardening.ipp"

@@ -66,6 +66,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_style.hpp"
+#include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
@@ -84,11 +85,16 @@ class bwrap : public detail::bwrap_style {
 
   /// bwrap's own knobs.
   struct config {
-    /// The bubblewrap binary; a bare name is searched on PATH.
+    /// The bubblewrap binary: an absolute path, or a bare name looked up in
+    /// the fixed system search path (never $PATH; detail/find_program.hpp).
     std::filesystem::path program = "bwrap";
+    /// util-linux's setpriv, which empties the bounding set of a bwrap run as
+    /// root; the same rules.
+    std::filesystem::path setpriv = "setpriv";
 
     void validate() const {
-      if (program.empty()) throw std::invalid_argument("bwrap.program must not be empty");
+      detail::validate_program_name(program, "bwrap.program");
+      detail::validate_program_name(setpriv, "bwrap.setpriv");
     }
   };
 
@@ -98,7 +104,7 @@ class bwrap : public detail::bwrap_style {
   bwrap(const sandbox_config& shared, const config& own);
 
   /// The resolved absolute bwrap path, empty when none was found.
-  const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
+  const std::optional<std::filesystem::path>& program() const noexcept { return program_.path; }
 
   /// argv becomes `bwrap --json-status-fd N <profile> -- <argv>`; the status
   /// pipe's write end is appended to `plan.inherited_fds` and also held by
@@ -117,9 +123,8 @@ class bwrap : public detail::bwrap_style {
  private:
   static std::string reason(std::string_view err, std::string_view out);
 
-  std::filesystem::path configured_;
-  std::optional<std::filesystem::path> program_;
-  std::optional<std::filesystem::path> setpriv_;  // privileged bwrap: empties the bounding set
+  detail::program_lookup program_;
+  std::optional<detail::program_lookup> setpriv_;  // privileged bwrap: empties the bounding set
 };
 
 static_assert(confining_policy<bwrap>);

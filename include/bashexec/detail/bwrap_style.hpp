@@ -13,6 +13,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
@@ -35,6 +36,12 @@ class bwrap_style {
   /// Rewrites `plan.argv` as `runner… <profile> after_profile… -- <plan.argv…>`.
   void wrap(launch_plan& plan, sandbox_mode mode, const std::filesystem::path& root, std::vector<std::string> runner,
             std::vector<std::string> after_profile = {}) const;
+
+  /// Throws `sandbox_unavailable` when `program_refusal` (detail/find_program.hpp)
+  /// says why not; `what`
+  /// names the program in the message, `remedy` says how to fix it.
+  static void require_trusted(const program_lookup& program, std::string_view policy, sandbox_mode mode,
+                              const std::filesystem::path& root, std::string_view what, std::string_view remedy);
 
  private:
   std::vector<std::filesystem::path> protected_;

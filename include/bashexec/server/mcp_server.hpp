@@ -57,7 +57,7 @@ class mcp_server : public line_transport {
   /// any other thread ends it. The executor must outlive this object.
   mcp_server(Executor& executor, mcp_server_options options = {}, int in_fd = STDIN_FILENO,
              int out_fd = STDOUT_FILENO)
-      : line_transport(in_fd, out_fd, options.max_in_flight, mcp::fallback_line),
+      : line_transport(in_fd, out_fd, options.max_in_flight, mcp::fallback_line, options.write_timeout),
         options_(std::move(options)),
         logs_(options_.session_dir),
         log_(logs_.open(options_.session)),

@@ -263,6 +263,9 @@ class bash_tools {
     try {
       if (bash.background) {
         const task_id id = detail::task_id_of(executor_.start(spec));
+        if (auto failure = start_error(id))  // settled already, as killed: say so now, not at its first read
+          return error(fmt::format("the command could not be run: {}; background task {} settled as killed",
+                                   to_valid_utf8(*failure), to_valid_utf8(id.value())));
         return tool_result{render_started(id), false,
                            nlohmann::json{{"task_id", to_valid_utf8(id.value())}, {"status", "running"}}};
       }
@@ -275,6 +278,16 @@ class bash_tools {
       return error(fmt::format("the command could not be run: {}", to_valid_utf8(e.what())));
     } catch (const std::invalid_argument& e) {
       return error(fmt::format("invalid request: {}", to_valid_utf8(e.what())));
+    }
+  }
+
+  /// Why task `id`, just started, did not run; empty when it did (or when
+  /// it is no longer known).
+  std::optional<std::string> start_error(const task_id& id) const noexcept {
+    try {
+      return executor_.get(id).start_error;
+    } catch (...) {
+      return std::nullopt;
     }
   }
 

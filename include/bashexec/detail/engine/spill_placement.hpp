@@ -12,17 +12,14 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/writable_roots.hpp"
 
 namespace bashexec::detail {
 
-/// The writable root (/tmp or the workspace, as workspace-write grants
-/// them) that `path` lies under, if any. A workspace-write spawn must bind
-/// a spill directory there read-only (launch_builder).
-BASHEXEC_DECL std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
-                                                                         const std::filesystem::path& workspace_root);
-
 /// The spill parent: the configured one, else the first default candidate
 /// outside every writable root (for a confining executor), else the first.
+/// A workspace-write spawn binds a spill directory under a writable root
+/// read-only (launch_builder).
 BASHEXEC_DECL std::filesystem::path choose_spill_parent(const executor_config& config,
                                                         const std::filesystem::path& workspace_root, bool confining);
 

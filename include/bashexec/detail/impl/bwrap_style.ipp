@@ -11,8 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec::detail {
@@ -35,6 +38,13 @@ BASHEXEC_DECL void bwrap_style::wrap(launch_plan& plan, sandbox_mode mode, const
   runner.emplace_back("--");
   runner.insert(runner.end(), std::make_move_iterator(plan.argv.begin()), std::make_move_iterator(plan.argv.end()));
   plan.argv = std::move(runner);
+}
+
+BASHEXEC_DECL void bwrap_style::require_trusted(const program_lookup& program, std::string_view policy,
+                                                sandbox_mode mode, const std::filesystem::path& root,
+                                                std::string_view what, std::string_view remedy) {
+  if (std::string why = program_refusal(program, root); !why.empty())
+    throw sandbox_unavailable(mode, fmt::format("{} cannot confine {} mode: {}: {}; {}", policy, mode, what, why, remedy));
 }
 
 }  // namespace bashexec::detail

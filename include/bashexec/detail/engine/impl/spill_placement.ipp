@@ -3,7 +3,6 @@
 
 #include "bashexec/detail/engine/spill_placement.hpp"
 
-#include <algorithm>
 #include <system_error>
 
 #include <fmt/core.h>
@@ -11,17 +10,6 @@
 #include "bashexec/detail/spill_directory.hpp"
 
 namespace bashexec::detail {
-
-BASHEXEC_DECL std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
-                                                                         const std::filesystem::path& workspace_root) {
-  std::error_code ignored;
-  const auto target = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
-  for (const std::filesystem::path& root : {std::filesystem::path("/tmp"), workspace_root}) {
-    const auto base = std::filesystem::weakly_canonical(root, ignored);
-    if (std::mismatch(base.begin(), base.end(), target.begin(), target.end()).first == base.end()) return root;
-  }
-  return std::nullopt;
-}
 
 BASHEXEC_DECL std::filesystem::path choose_spill_parent(const executor_config& config,
                                                         const std::filesystem::path& workspace_root, bool confining) {
