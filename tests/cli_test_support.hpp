@@ -111,7 +111,7 @@ class cli_process {
       // (a SIGKILL leaves them for the next start's sweep), then whatever is
       // left of its group dies.
       bool reaped = false;
-      for (int waited = 0; waited < 300 && !reaped; ++waited) {
+      for (int waited = 0; waited < 100 && !reaped; ++waited) {
         const pid_t got = ::waitpid(pid_, nullptr, WNOHANG);
         reaped = got == pid_ || got < 0;
         if (!reaped) std::this_thread::sleep_for(10ms);
