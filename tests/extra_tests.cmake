@@ -65,11 +65,22 @@ add_test(NAME test_trusted_programs_unprivileged
 set_tests_properties(test_trusted_programs_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
   SKIP_RETURN_CODE 77)
 
+# The spill-directory cases of test_shared_temp as an ordinary user (its CLI
+# cases play nobody themselves, from root, and skip here).
+add_test(NAME test_shared_temp_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
+          "[shared-temp]~[cli]")
+set_tests_properties(test_shared_temp_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
 add_test(NAME test_hardening_userns_refused
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests
           "[.userns-refused]")
 set_tests_properties(test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+add_test(NAME test_shared_temp_userns_refused
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
+          "[.userns-refused]")
+set_tests_properties(test_shared_temp_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
 
 # --- bashexec mcp and serve driven from other languages ----------------------
 # The official MCP TypeScript SDK client (tests/mcp/run.sh installs it with

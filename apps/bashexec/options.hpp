@@ -84,9 +84,13 @@ for a command-line mistake. SIGINT, SIGTERM or SIGHUP to bashexec kills the
 command's process group, removes its spill files and exits 128+N.
 
 Truncated output: the full stream's spill file path is printed and the file
-is kept after bashexec exits, under $XDG_RUNTIME_DIR/bashexec/bashexec-run
-(else /var/tmp/bashexec-run), readable by later commands and writable by no
-confined one. Each `run` removes kept spill files older than 24 hours.
+is kept after bashexec exits, in a 0700 directory of the user's own:
+$XDG_RUNTIME_DIR/bashexec/bashexec-run, else /var/tmp/bashexec-run-UID, else
+/dev/shm/bashexec-run-UID (a link or someone else's directory at a name is
+passed over; with none, the path printed is (unavailable) and stderr says why),
+readable by later commands and writable by no confined one. Each `run`
+removes kept spill files of ended runs older than 24 hours, then the oldest
+while all together exceed 1 GiB.
 )";
 
 inline constexpr std::string_view serve_help = R"(Usage: bashexec serve [options]

@@ -156,9 +156,11 @@ struct executor_config {
   /// Where the private spill directory is created. Empty: a per-user 0700
   /// `$XDG_RUNTIME_DIR/bashexec` when XDG_RUNTIME_DIR is a private directory
   /// of this user, else /var/tmp — never /tmp, which workspace-write grants.
-  /// A confining executor refuses a parent under /tmp or under the workspace
-  /// root: a confined command must never write, rename or remove a spill
-  /// file (docs/contract.md "Beyond").
+  /// A parent must belong to this user or root, and be sticky when others
+  /// may write it. A confined command must never write, rename or remove a
+  /// spill file (docs/contract.md "Beyond"): under a root workspace-write
+  /// grants, each such spawn binds the directory read-only (Landlock refuses
+  /// the spawn where it cannot).
   std::optional<std::filesystem::path> spill_parent;
   /// Keep the spill directory after disposal (post-mortems).
   bool keep_spill_dir = false;

@@ -43,6 +43,7 @@
 #include "bashexec/detail/impl/read_text_file.ipp"
 #include "bashexec/detail/impl/resource_limits.ipp"
 #include "bashexec/detail/impl/seccomp_filter.ipp"
+#include "bashexec/detail/impl/shared_temp.ipp"
 #include "bashexec/detail/impl/spawn_thread.ipp"
 #include "bashexec/detail/impl/spill_directory.ipp"
 #include "bashexec/detail/impl/spill_file.ipp"

@@ -18,6 +18,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/executor_cgroup.hpp"
 #include "bashexec/detail/linkage.hpp"
@@ -125,6 +126,10 @@ class launch_builder {
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = plan_limits(config_.limits);
+    // A spill directory under a root workspace-write grants (a workspace of
+    // `/`) is made before such a spawn, so that it is bound read-only.
+    if (confine_under == sandbox_mode::workspace_write && writable_root_holding(spills_.parent(), workspace_root_))
+      spills_.ensure();
     if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
     if (cgroups_) {
       p.cgroup.emplace(cgroups_->acquire());
