@@ -103,6 +103,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -180,7 +181,7 @@ class landlock {
   using config = no_config;
 
   explicit landlock(const sandbox_config& shared, const config& = {})
-      : protected_(shared.protected_paths), network_(shared.network) {}
+      : protected_(shared.protected_paths), scan_limit_(shared.protected_scan_limit), network_(shared.network) {}
 
   /// Whether this policy confines the network under `abi` fully (`full`), only
   /// partly (`partial`: TCP alone), or not at all (empty: `prepare` throws
@@ -211,10 +212,7 @@ class landlock {
   /// read-only (not privileged and no user namespace; see the header
   /// comment). Such a spawn is `partial` anyway (`file_level`); this names
   /// one more reason.
-  bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
-    return mode == sandbox_mode::workspace_write && !can_bind_read_only() &&
-           detail::any_protected_path_exists(root, protected_);
-  }
+  bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const;
 
   /// Whether protected paths can be bound read-only in a private mount
   /// namespace, and the bounding set emptied: the spawning process is
@@ -261,6 +259,7 @@ class landlock {
                     bool required);
 
   std::vector<std::filesystem::path> protected_;
+  std::size_t scan_limit_;
   network_access network_;
   /// Built on first use and shared by copies of this policy: a read-only
   /// spawn builds nothing at all, a workspace-write one only its ruleset.
