@@ -54,7 +54,9 @@
 //
 // Protected paths (`sandbox.protected_paths`, `.git` by default) under
 // workspace-write: the hook first moves the child into a private mount
-// namespace where each existing one is a read-only bind of itself (before
+// namespace where each protected location (detail/protected_paths.hpp;
+// with `.git`, every repository's gitdir and hooks path) is a read-only
+// bind of itself (before
 // Landlock, which forbids mount calls; the command then has no capability
 // to undo it) — as root directly, as anyone else inside the user namespace
 // above. Where neither is possible they are NOT enforced: the spawn leaves
@@ -99,7 +101,10 @@
 //
 // Runner failure is structural: when the hook fails the spawn throws
 // `pre_exec_failed` (the command never ran), so `runner_failure` has nothing
-// to add and returns empty. Denial dialect: "permission denied" (EACCES).
+// to add and returns empty. Denial dialect: "permission denied" (EACCES);
+// a write refused by a protected path's bind fails EROFS instead, so such a
+// spawn sets `confined_launch::read_only_binds` and "read-only file system"
+// counts as a denial too (detail/engine/verdict.hpp).
 #pragma once
 
 #include <array>
