@@ -8,7 +8,8 @@ if(NOT TARGET bashexec_bench)
     ${CMAKE_CURRENT_LIST_DIR}/bench_collect.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bench_spawn.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bench_prespawn.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/bench_memory.cpp)
+    ${CMAKE_CURRENT_LIST_DIR}/bench_memory.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_protected.cpp)
   target_link_libraries(bashexec_bench PRIVATE bashexec::bashexec benchmark::benchmark)
   target_compile_options(bashexec_bench PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
   # A fixed place, whichever directory defined it (scripts and the smoke test rely on it).

@@ -72,6 +72,13 @@ add_test(NAME test_shared_temp_unprivileged
           "[shared-temp]~[cli]")
 set_tests_properties(test_shared_temp_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
 
+# --- protected paths as an ordinary user (Landlock binds in a user namespace) -
+add_test(NAME test_protected_paths_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_protected_paths> --warn NoTests
+          "[protected]")
+set_tests_properties(test_protected_paths_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
+  SKIP_RETURN_CODE 77)
+
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
 add_test(NAME test_hardening_userns_refused
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests

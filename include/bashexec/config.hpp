@@ -38,9 +38,18 @@ struct sandbox_config {
   /// confined command). Each must be relative and free of `..`; one that does
   /// not exist at spawn time is skipped; a symlink is protected at its target
   /// when that lies inside the workspace. bwrap and `runner_command` bind each
-  /// existing one read-only; Landlock cannot (its rules only add access), so
-  /// it reports `enforcement::partial` instead — see confinement/landlock.hpp.
+  /// existing one read-only; Landlock does the same in a private mount
+  /// namespace where it can have one — see confinement/landlock.hpp.
+  /// `.git` stands for every repository in the workspace: each nested `.git`
+  /// (directory or gitdir file, and the gitdir it names), the hooks path
+  /// and included files their config names (detail/protected_paths.hpp).
   std::vector<std::filesystem::path> protected_paths{".git"};
+  /// The most directory entries one workspace-write spawn reads looking for
+  /// nested `.git` (when `.git` is protected). A larger workspace is refused
+  /// (`sandbox_unavailable`) rather than left with a repository writable.
+  /// The walk runs at each workspace-write spawn: about 58 ms per 10,000
+  /// directories on the machine of docs/benchmarks.md "Protected paths".
+  std::size_t protected_scan_limit = 200000;
   /// Network confinement of every confined call, orthogonal to the mode
   /// (danger-full-access ignores it). `full` (the default) changes nothing;
   /// `loopback` and `none` give bwrap and `runner_command` `--unshare-net`

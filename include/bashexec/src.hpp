@@ -32,6 +32,7 @@
 #include "bashexec/detail/impl/executor_cgroup.ipp"
 #include "bashexec/detail/impl/find_program.ipp"
 #include "bashexec/detail/impl/fork_exec_child.ipp"
+#include "bashexec/detail/impl/git_config.ipp"
 #include "bashexec/detail/impl/landlock.ipp"
 #include "bashexec/detail/impl/no_sigpipe.ipp"
 #include "bashexec/detail/impl/pidfd.ipp"

@@ -28,9 +28,12 @@
 //     removed — not even under a private /tmp or a writable workspace.
 // workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
 // workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
-// `--ro-bind P P` for each `sandbox.protected_paths` entry that exists under
-// ROOT, a symlink at its target (after the workspace bind, so it is mounted
-// over the writable tree: `.git` stays read-only, docs/contract.md "Beyond"). The
+// `--ro-bind P P` for each protected location under ROOT
+// (detail/protected_paths.hpp: the configured paths that exist, a symlink at
+// its target, and with `.git` every repository's gitdir and hooks path;
+// after the workspace bind, so each is mounted over the writable tree,
+// docs/contract.md "Beyond"). Where they cannot be established the spawn
+// throws sandbox_unavailable. The
 // check runs at each spawn; a path created during the command (`git init`)
 // is protected from the next spawn on. Group kills still reach the command
 // from outside: bwrap leads the process group, and its death ends the

@@ -5,6 +5,7 @@
 // argv is wrapped in the profile of detail/bwrap_profile.hpp.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -26,7 +27,7 @@ class bwrap_style {
 
  protected:
   explicit bwrap_style(const sandbox_config& shared)
-      : protected_(shared.protected_paths), network_(shared.network) {}
+      : protected_(shared.protected_paths), scan_limit_(shared.protected_scan_limit), network_(shared.network) {}
 
   /// The launch every bwrap-style spawn starts from: `mode` at full
   /// enforcement, in the profile's pid namespace (`--unshare-pid`). Refuses
@@ -45,6 +46,7 @@ class bwrap_style {
 
  private:
   std::vector<std::filesystem::path> protected_;
+  std::size_t scan_limit_;
   network_access network_;
 };
 

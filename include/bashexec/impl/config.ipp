@@ -63,6 +63,8 @@ BASHEXEC_DECL void validate(const executor_config& config) {
           "sandbox.protected_paths entry \"{}\" names the whole workspace; use read-only mode instead",
           path.string()));
   }
+  if (config.sandbox.protected_scan_limit == 0)
+    throw std::invalid_argument("sandbox.protected_scan_limit must be positive, got 0");
   auto require_positive_limit = [](const std::optional<std::uint64_t>& value, std::string_view field) {
     if (value && *value == 0) throw std::invalid_argument(fmt::format("limits.{} must be positive, got 0", field));
   };

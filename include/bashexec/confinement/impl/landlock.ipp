@@ -123,14 +123,27 @@ BASHEXEC_DECL confined_launch landlock::prepare(sandbox_mode mode, const std::fi
     ruleset->read_only_binds.push_back(path.string());
   }
   if (mode == sandbox_mode::workspace_write && can_bind_read_only()) {
-    for (const auto& path : detail::existing_protected_paths(root, protected_))
+    for (const auto& path : detail::protected_locations(root, protected_, scan_limit_))
       ruleset->read_only_binds.push_back(path.string());
+    // The binds refuse a write with EROFS, not Landlock's EACCES: the
+    // engine counts that dialect as a denial too for this spawn.
+    launch.read_only_binds = !ruleset->read_only_binds.empty();
     for (const auto& path : ruleset->read_only_binds) ruleset->read_only_bind_names.push_back(path.c_str());
   }
 
   plan.hooks.add(pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)});
   launch.keep_alive = std::move(ruleset);
   return launch;
+}
+
+BASHEXEC_DECL bool landlock::leaves_protected_path_writable(sandbox_mode mode,
+                                                             const std::filesystem::path& root) const {
+  if (mode != sandbox_mode::workspace_write || can_bind_read_only()) return false;
+  try {
+    return !detail::protected_locations(root, protected_, scan_limit_).empty();
+  } catch (const sandbox_unavailable&) {
+    return true;  // not even found: certainly not bound
+  }
 }
 
 BASHEXEC_DECL const char* landlock::hook_stage(const detail::landlock_ruleset& ruleset) noexcept {

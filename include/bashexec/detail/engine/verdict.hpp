@@ -2,7 +2,8 @@
 // decided in one place for the foreground driver and the background task.
 // A non-zero exit (not a signal) of a confined run is first a runner
 // failure — the confinement itself failed and the command never ran — else,
-// when stderr speaks the backend's denial dialect, a denial. The foreground
+// when stderr speaks the backend's denial dialect (or, in a spawn with
+// read-only binds its dialect does not cover, EROFS's), a denial. The foreground
 // throws `sandbox_unavailable` for a runner failure; a background task
 // stamps `runner_failed`.
 #pragma once
@@ -14,6 +15,7 @@
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/result.hpp"
 
@@ -35,7 +37,8 @@ verdict classify(const Confinement& confinement, std::optional<confined_launch>&
   if constexpr (Confinement::confines) {
     if (launch && exit.exit_code && *exit.exit_code != 0) {
       v.runner_failure = confinement.runner_failure(*launch, err, out);
-      if (!v.runner_failure) v.denied = confinement.is_denial(err);
+      if (!v.runner_failure)
+        v.denied = confinement.is_denial(err) || (launch->read_only_binds && icontains(err, read_only_bind_dialect));
     }
   }
   return v;

@@ -31,7 +31,7 @@ BASHEXEC_DECL confined_launch bwrap_style::confined_launch_for(std::string_view 
 
 BASHEXEC_DECL void bwrap_style::wrap(launch_plan& plan, sandbox_mode mode, const std::filesystem::path& root,
                                      std::vector<std::string> runner, std::vector<std::string> after_profile) const {
-  auto profile = bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths);
+  auto profile = bwrap_profile_args(mode, root, protected_, network_, plan.read_only_paths, scan_limit_);
   runner.insert(runner.end(), std::make_move_iterator(profile.begin()), std::make_move_iterator(profile.end()));
   runner.insert(runner.end(), std::make_move_iterator(after_profile.begin()),
                 std::make_move_iterator(after_profile.end()));
