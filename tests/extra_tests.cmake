@@ -89,6 +89,21 @@ add_test(NAME test_shared_temp_userns_refused
           "[.userns-refused]")
 set_tests_properties(test_shared_temp_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
 
+# --- the same two reruns in the Release lane (tests/CMakeLists.txt) ----------
+# The refused one is the probe that answered "available" at -O3 (issue 26).
+if(BASHEXEC_TEST_RELEASE_LANE)
+  add_test(NAME release/test_hardening_unprivileged
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
+            "[hardening]~[once]")
+  set_tests_properties(release/test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged;release"
+    SKIP_RETURN_CODE 77 COST 15)
+  add_test(NAME release/test_hardening_userns_refused
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
+            "[.userns-refused]")
+  set_tests_properties(release/test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged;release"
+    SKIP_RETURN_CODE 77)
+endif()
+
 # --- bashexec mcp and serve driven from other languages ----------------------
 # The official MCP TypeScript SDK client (tests/mcp/run.sh installs it with
 # `npm ci` from the lock file into the build tree; exit 77, a SKIP with the
