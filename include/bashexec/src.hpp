@@ -28,6 +28,7 @@
 #include "bashexec/detail/impl/cgroup.ipp"
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
+#include "bashexec/detail/impl/clone_into_cgroup.ipp"
 #include "bashexec/detail/impl/environment.ipp"
 #include "bashexec/detail/impl/executor_cgroup.ipp"
 #include "bashexec/detail/impl/find_program.ipp"
