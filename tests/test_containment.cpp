@@ -339,8 +339,8 @@ TEST_CASE("containment: many short runs reuse one per-spawn cgroup and leave no 
 TEST_CASE("containment: posix_spawner cannot join a cgroup before exec, so the executor refuses it",
           "[containment][config]") {
   try {
-    local_executor executor(contained_config());
-    FAIL("local_executor accepted cgroup containment it cannot apply");
+    posix_spawn_executor executor(contained_config());
+    FAIL("posix_spawn_executor accepted cgroup containment it cannot apply");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     CHECK(what.find("containment") != std::string::npos);
@@ -431,14 +431,26 @@ TEST_CASE("containment: the default config of a fork_exec executor contains with
   CHECK(executor.wait(id).containment == containment_mechanism::cgroup);
 }
 
-TEST_CASE("containment: local_executor falls back to the process group (posix_spawn has no hook) and says so",
+TEST_CASE("containment: over posix_spawner an executor falls back to the process group (no hook) and says so",
           "[containment][default]") {
-  local_executor executor(fast_config());
+  posix_spawn_executor executor(fast_config());
   CHECK(executor.containment() == containment_mechanism::process_group);
   CHECK(executor.containment_fallback().find("posix_spawn") != std::string::npos);
   CHECK(executor.run(executor.resolve({.command = "true"})).containment == containment_mechanism::process_group);
   const task_id id = start(executor, "true");
   CHECK(executor.wait(id).containment == containment_mechanism::process_group);
+}
+
+TEST_CASE("containment: the default local_executor contains: a setsid daemon of a foreground run is gone after it",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  local_executor executor(fast_config());
+  CHECK(executor.containment() == containment_mechanism::cgroup);
+  const std::string marker = fresh_marker();
+  const run_result result = executor.run(executor.resolve({.command = escape_command(escape_forms[0], marker)}));
+  CHECK(result.out.text.find("seen") != std::string::npos);
+  CHECK(result.containment == containment_mechanism::cgroup);
+  CHECK(processes_with(marker + "-x").empty());
 }
 
 TEST_CASE("containment: automatic containment never throws: an unusable cgroup_parent falls back to the process group",

@@ -75,5 +75,6 @@
 
 namespace bashexec {
 template class basic_executor<policies<>>;
+template class basic_executor<policies<spawn_with<posix_spawner>>>;  // posix_spawn_executor
 template class basic_executor<sandbox_policies>;
 }  // namespace bashexec
