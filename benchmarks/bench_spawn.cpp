@@ -117,9 +117,13 @@ rotation_totals<sizeof...(Measure)> rotate(benchmark::State& state, std::size_t 
   return totals;
 }
 
-/// Sleeps `gap` (outside any timed region) when it is not zero.
-void idle_for(std::chrono::milliseconds gap) {
-  if (gap.count() > 0) std::this_thread::sleep_for(gap);
+/// `measure`, after `gap` of idleness (untimed: `measure` times itself).
+template <class Measure>
+auto after_idle(std::chrono::milliseconds gap, Measure measure) {
+  return [gap, measure] {
+    if (gap.count() > 0) std::this_thread::sleep_for(gap);
+    return measure();
+  };
 }
 
 /// One spawn case: the subject executor over `Policies` in `mode`, called
@@ -144,20 +148,9 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
     // and local_executor are measured.
     if constexpr (requires { subject.spawner().wait_until_warm(std::chrono::seconds(5)); })
       subject.spawner().wait_until_warm(std::chrono::seconds(5));
-    totals = rotate(
-        state, 2,
-        [gap] {
-          idle_for(gap);
-          return raw_true();
-        },
-        [&] {
-          idle_for(gap);
-          return run_true(local, local_spec);
-        },
-        [&] {
-          idle_for(gap);
-          return run_true(subject, subject_spec);
-        });
+    totals = rotate(state, 2, after_idle(gap, [] { return raw_true(); }),
+                    after_idle(gap, [&] { return run_true(local, local_spec); }),
+                    after_idle(gap, [&] { return run_true(subject, subject_spec); }));
     if constexpr (requires { subject.spawner().stats(); }) {
       const auto stats = subject.spawner().stats();
       warm_share = static_cast<double>(stats.warm) / static_cast<double>(stats.warm + stats.cold);
@@ -202,16 +195,8 @@ void containment_case(benchmark::State& state, std::chrono::milliseconds gap) {
     const auto group_spec = true_spec(group, std::nullopt);
     run_true(subject, subject_spec);
     run_true(group, group_spec);
-    totals = rotate(
-        state, 1,
-        [&] {
-          idle_for(gap);
-          return run_true(group, group_spec);
-        },
-        [&] {
-          idle_for(gap);
-          return run_true(subject, subject_spec);
-        });
+    totals = rotate(state, 1, after_idle(gap, [&] { return run_true(group, group_spec); }),
+                    after_idle(gap, [&] { return run_true(subject, subject_spec); }));
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
