@@ -164,7 +164,9 @@ int main(int argc, char** argv) {
   bench::register_collect();
   bench::register_spawn();
   bench::register_memory();
+#ifndef BASHEXEC_BENCH_WITHOUT_PRESPAWN  // the smoke build (benchmarks/bench_target.cmake)
   bench::register_prespawn();
+#endif
   summary_reporter reporter(benchmark::ConsoleReporter::OO_Tabular);
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -4,6 +4,9 @@
 #   include(${CMAKE_CURRENT_SOURCE_DIR}/bench_smoke.cmake)
 find_package(benchmark QUIET)
 if(benchmark_FOUND)
+  if(NOT BASHEXEC_BUILD_BENCHMARKS)
+    set(BASHEXEC_BENCH_SMOKE_ONLY ON)
+  endif()
   include(${PROJECT_SOURCE_DIR}/benchmarks/bench_target.cmake)
   add_test(NAME benchmark_smoke
     COMMAND bashexec_bench --benchmark_filter=^collect/tiny/

@@ -43,12 +43,16 @@ using nlohmann::json;
 inline const std::string cli = BASHEXEC_CLI_PATH;
 
 /// Runs `bashexec ARGS` through the library itself (unconfined, via
-/// `bash -c`, so ARGS may carry redirections) and returns its result.
+/// `bash -c`, so ARGS may carry redirections) and returns its result. A
+/// private XDG_RUNTIME_DIR, removed afterwards, takes whatever `run` keeps.
 inline bashexec::run_result cli_run(const std::string& args, const std::filesystem::path& workdir = "/tmp") {
+  const test_support::temp_dir runtime;
+  std::filesystem::permissions(runtime.path(), std::filesystem::perms::owner_all);
   bashexec::local_executor executor;
   bashexec::exec_request request;
   request.command = "'" + cli + "' " + args;
   request.workdir = workdir;
+  request.env = std::map<std::string, std::string>{{"XDG_RUNTIME_DIR", runtime.str()}};
   request.stdout_max_bytes = std::size_t{4} << 20;  // bashexec's own output whole, not a tail
   request.timeout = 60s;
   return executor.run(executor.resolve(std::move(request)));
@@ -103,8 +107,17 @@ class cli_process {
   ~cli_process() {
     close_input();
     if (pid_ > 0) {
+      // End of input ends a server: a moment to remove its own directories
+      // (a SIGKILL leaves them for the next start's sweep), then whatever is
+      // left of its group dies.
+      bool reaped = false;
+      for (int waited = 0; waited < 100 && !reaped; ++waited) {
+        const pid_t got = ::waitpid(pid_, nullptr, WNOHANG);
+        reaped = got == pid_ || got < 0;
+        if (!reaped) std::this_thread::sleep_for(10ms);
+      }
       ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+      if (!reaped) ::waitpid(pid_, nullptr, 0);
     }
     if (out_ >= 0) ::close(out_);
   }

@@ -59,11 +59,50 @@ add_test(NAME test_hardening_unprivileged
 set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77
   COST 15)
 
+# The trusted-program checks depend on who runs them (root or the owner).
+add_test(NAME test_trusted_programs_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_trusted_programs> --warn NoTests)
+set_tests_properties(test_trusted_programs_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
+  SKIP_RETURN_CODE 77)
+
+# The spill-directory cases of test_shared_temp as an ordinary user (its CLI
+# cases play nobody themselves, from root, and skip here).
+add_test(NAME test_shared_temp_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
+          "[shared-temp]~[cli]")
+set_tests_properties(test_shared_temp_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+
+# --- protected paths as an ordinary user (Landlock binds in a user namespace) -
+add_test(NAME test_protected_paths_unprivileged
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_protected_paths> --warn NoTests
+          "[protected]")
+set_tests_properties(test_protected_paths_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
+  SKIP_RETURN_CODE 77)
+
 # --- Landlock's fallback where user namespaces are refused (a few seconds) ---
 add_test(NAME test_hardening_userns_refused
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests
           "[.userns-refused]")
 set_tests_properties(test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+add_test(NAME test_shared_temp_userns_refused
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
+          "[.userns-refused]")
+set_tests_properties(test_shared_temp_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
+
+# --- the same two reruns in the Release lane (tests/CMakeLists.txt) ----------
+# The refused one is the probe that answered "available" at -O3 (issue 26).
+if(BASHEXEC_TEST_RELEASE_LANE)
+  add_test(NAME release/test_hardening_unprivileged
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
+            "[hardening]~[once]")
+  set_tests_properties(release/test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged;release"
+    SKIP_RETURN_CODE 77 COST 15)
+  add_test(NAME release/test_hardening_userns_refused
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
+            "[.userns-refused]")
+  set_tests_properties(release/test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged;release"
+    SKIP_RETURN_CODE 77)
+endif()
 
 # --- bashexec mcp and serve driven from other languages ----------------------
 # The official MCP TypeScript SDK client (tests/mcp/run.sh installs it with

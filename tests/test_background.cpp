@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <bashexec/signal_name.hpp>
+#include <bashexec/tools/bash_tools.hpp>
 
 #include "executor_test_support.hpp"
 #include "unconfined_test_support.hpp"
@@ -30,6 +31,30 @@ using test_support::ms_since;
 using test_support::steady;
 
 namespace {
+
+/// A shell that passes every check made before the spawn — an executable
+/// regular file that only root can change, outside the workspace — but that
+/// the kernel cannot execute (no format it knows: ENOEXEC), so the spawn
+/// itself fails.
+class unexecutable_shell {
+ public:
+  unexecutable_shell() : path_(dir_.path() / "not-a-shell") {
+    std::ofstream(path_) << "\x7f\x01 not a program\n";
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all);
+  }
+  /// `config` with this shell and a workspace that does not hold it.
+  executor_config apply(executor_config config) const {
+    config.shell = path_;
+    config.cwd = workspace_.path();
+    return config;
+  }
+  std::string name() const { return path_.string(); }
+
+ private:
+  test_support::temp_dir dir_, workspace_;
+  std::filesystem::path path_;
+};
+
 
 task_id start(unconfined_executor& executor, std::string command, std::optional<owner_token> owner = std::nullopt) {
   return executor.start(executor.resolve({.command = std::move(command), .owner = std::move(owner)}));
@@ -300,18 +325,40 @@ TEST_CASE("contract 2/9: start checks the shell up front and throws infrastructu
 
 TEST_CASE("contract 9/10: a spawn that fails after the checks settles the task as killed, with the reason",
           "[background][contract-9][contract-10]") {
-  executor_config config = fast_config();
-  config.shell = "/tmp";  // a directory passes access(X_OK) but cannot be executed
-  unconfined_executor executor(config);
+  const unexecutable_shell shell;
+  unconfined_executor executor(shell.apply(fast_config()));
   std::atomic<int> calls{0};
   auto sub = executor.on_task_done([&](const task_snapshot&) { ++calls; });
   task_id id;
   REQUIRE_NOTHROW(id = executor.start(executor.resolve({.command = "true"})));
   auto final_facts = executor.wait(id);
   CHECK(final_facts.status == task_status::killed);
-  CHECK_THAT(executor.read_output(id).delta, Catch::StartsWith("[stderr]\n") && Catch::Contains("/tmp"));
+  REQUIRE(final_facts.start_error);
+  CHECK_THAT(*final_facts.start_error, Catch::Contains(shell.name()));
+  CHECK_THAT(executor.read_output(id).delta, Catch::StartsWith("[stderr]\n") && Catch::Contains(shell.name()));
   CHECK(executor.read_output(id).delta.empty());
   CHECK(eventually([&] { return calls.load() == 1; }, 2s));
+}
+
+TEST_CASE("a background start that could not run says so in its own answer, not only in bash_output (issue 25)",
+          "[background][tools][contract-20]") {
+  const unexecutable_shell shell;
+  unconfined_executor executor(shell.apply(fast_config()));
+  bash_tools tools(executor);
+  const nlohmann::json args = {{"command", "echo ran"}, {"description", "d"}, {"run_in_background", true}};
+  const tool_result started = tools.call("bash", args, call_context{});
+  CHECK(started.is_error);
+  CHECK_THAT(started.text, Catch::StartsWith("the command could not be run: ") && Catch::Contains(shell.name()) &&
+                               Catch::EndsWith("; background task bash-1 settled as killed"));
+  // The task is there, settled, its reason in its output as before.
+  const tool_result read = tools.call("bash_output", {{"task_id", "bash-1"}}, call_context{});
+  CHECK_THAT(read.text, Catch::Contains("could not start the command") && Catch::Contains("[status: killed"));
+  SECTION("a start that ran answers as always") {
+    unconfined_executor plain(fast_config());
+    bash_tools plain_tools(plain);
+    CHECK(plain_tools.call("bash", args, call_context{}).text == "started background task bash-1");
+    plain.wait(task_id("bash-1"));
+  }
 }
 
 TEST_CASE("contract 10: the listener fires exactly once per task for 50 concurrent tasks, after final facts",

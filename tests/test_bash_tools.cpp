@@ -39,6 +39,7 @@ class fake_executor {
   run_result next_result;
   std::function<void()> throw_on_run;  // when set, `run` calls it (it throws)
   bool settle_during_start = false;    // the task finishes before `start` returns
+  std::function<void()> during_start;  // when set, `start` calls it after the task exists
 
   mutable std::vector<exec_request> requests;  // what `resolve` received
   std::vector<exec_spec> runs;
@@ -75,7 +76,7 @@ class fake_executor {
     if (throw_on_run) throw_on_run();
     run_result result = next_result;
     if (configured_default && spec.mode && !result.sandbox)
-      result.sandbox = sandbox_info{*spec.mode, false, enforcement::full, false};
+      result.sandbox = sandbox_info{*spec.mode, false, enforcement::full, false, {}};
     return result;
   }
 
@@ -84,6 +85,7 @@ class fake_executor {
     task_id id(fmt::format("bash-{}", tasks.size() + 1));
     tasks[id.value()] = task{task_snapshot{id, spec.command, task_status::running, {}, {}, {}, containment_mechanism::process_group, spec.owner}, {}};
     if (settle_during_start) finish(id, 0);
+    if (during_start) during_start();
     return id;
   }
 
@@ -176,6 +178,14 @@ call_context session(std::string id = "s1") {
 }
 
 json bash_args(std::string command = "ls") { return {{"command", std::move(command)}, {"description", "list"}}; }
+
+/// `bash_args` asking for `mode` with a justification.
+json escalating(std::string command, std::string mode = "workspace-write", std::string justification = "j") {
+  json args = bash_args(std::move(command));
+  args["sandbox_permissions"] = std::move(mode);
+  args["justification"] = std::move(justification);
+  return args;
+}
 
 /// A scripted approver that records every question.
 struct scripted_approver {
@@ -631,6 +641,44 @@ TEST_CASE("contract 18: an escalated background task starts under the wider mode
   CHECK(executor.starts[0].owner == owner_token("s1"));
 }
 
+/// A read-only executor's tools, and a session whose questions a scripted approver answers.
+struct approving_session {
+  fake_executor executor = confining(sandbox_mode::read_only);
+  bash_tools<fake_executor> tools{executor};
+  scripted_approver approver;
+  call_context context = session();
+  approving_session() { context.approve = approver.callback(); }
+};
+
+TEST_CASE_METHOD(approving_session, "the approver is asked about the whole command, every line and every hidden character",
+                 "[tools][approval][issue-25]") {
+  approver.answer = approval_outcome::rejected;
+  CHECK(tools.call("bash", escalating("ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE", "danger-full-access"), context)
+            .is_error);
+  REQUIRE(approver.asked.size() == 1);
+  CHECK(approver.asked[0].command == "ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE");
+  CHECK(approval_text(approver.asked[0]).value_or("").find("2 | touch /var/tmp/HIDDEN \\u{202E}") !=
+        std::string::npos);
+  CHECK(executor.runs.empty());
+}
+
+TEST_CASE_METHOD(approving_session, "a request too long to show a person in full is refused before anyone is asked",
+                 "[tools][approval][issue-25]") {
+  const std::string refusal =
+      "the request to run this command under \"workspace-write\" is too long to show a person for approval (its "
+      "command, description and justification shown in full would exceed 65536 bytes, and an approval is never asked "
+      "about a cut command); the command did not run. Split the work into shorter commands.";
+
+  std::string zero_width = "true #";
+  for (int i = 0; i < 10000; ++i) zero_width += "\xE2\x80\x8B";  // 30000 bytes, each shown as \u{200B}
+  // A 1 MiB command; one short in bytes whose escapes make it too long; a long justification.
+  for (const json& args : {escalating("true #" + std::string(std::size_t{1} << 20, 'x')), escalating(zero_width),
+                           escalating("true", "workspace-write", std::string(70000, 'j'))})
+    CHECK(tools.call("bash", args, context) == tool_result{refusal, true});
+  CHECK(approver.asked.empty());
+  CHECK(executor.runs.empty());
+}
+
 TEST_CASE("a request the executor rejects fails before anyone is asked", "[tools][approval]") {
   auto executor = confining();
   bash_tools tools(executor);
@@ -654,7 +702,7 @@ TEST_CASE("contract 20: the bash result is the rendered run, a non-zero exit is 
   executor.next_result.exit_code = 1;
   executor.next_result.out = {"partial", false, std::nullopt};
   executor.next_result.err = {"touch: Read-only file system\n", false, std::nullopt};
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}};
   const auto result = tools.call("bash", bash_args("touch x"), session());
   CHECK_FALSE(result.is_error);
   CHECK(result.text == render_run_result(executor.next_result, true));
@@ -699,23 +747,40 @@ TEST_CASE("contract 20: infrastructure failures and aborts are error results", "
   executor.next_result.exit_code.reset();
   executor.next_result.signal = SIGTERM;
   executor.next_result.aborted = true;
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::workspace_write, false, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::workspace_write, false, enforcement::full, false, {}};
   CHECK(tools.call("bash", bash_args(), session()) ==
         tool_result{"(no output)\n[aborted]\n[killed by signal: SIGTERM]", true});
 }
 
-TEST_CASE("the caller's stop token reaches a foreground run only", "[tools]") {
+TEST_CASE("the caller's stop token reaches a foreground run only; a cancelled call leaves no background task running",
+          "[tools][background][issue-25]") {
   auto executor = unconfined();
   bash_tools tools(executor);
   std::stop_source stop;
   auto context = session();
   context.stop = stop.get_token();
-  tools.call("bash", bash_args(), context);
-  CHECK(executor.requests.back().stop.stop_possible());
-  auto args = bash_args();
+  auto args = bash_args("sleep 100");
   args["run_in_background"] = true;
-  tools.call("bash", args, context);
-  CHECK_FALSE(executor.requests.back().stop.stop_possible());
+
+  SECTION("the token reaches a foreground run, not a background task") {
+    tools.call("bash", bash_args(), context);
+    CHECK(executor.requests.back().stop.stop_possible());
+    tools.call("bash", args, context);
+    CHECK_FALSE(executor.requests.back().stop.stop_possible());
+  }
+  SECTION("cancelled before the start: nothing starts") {
+    stop.request_stop();
+    CHECK(tools.call("bash", args, context) ==
+          tool_result{"the call was cancelled, so its background task did not start; nothing ran", true});
+    CHECK(executor.starts.empty());
+  }
+  SECTION("cancelled while it starts: the task is killed") {
+    executor.during_start = [&] { stop.request_stop(); };
+    CHECK(tools.call("bash", args, context) ==
+          tool_result{"the call was cancelled as its background task started; task bash-1 was killed", true});
+    REQUIRE(executor.starts.size() == 1);
+    CHECK(executor.get(task_id("bash-1")).status == task_status::killed);
+  }
 }
 
 TEST_CASE("invalid UTF-8 printed by a command reaches the model as valid UTF-8", "[tools][utf8]") {
@@ -750,7 +815,7 @@ TEST_CASE("contract 20: bash_output reports the delta and status, bash_kill kill
         tool_result{"task bash-1 had already finished; nothing was killed\n[status: killed by SIGTERM]", false});
 
   tools.call("bash", args, session());
-  executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false});
+  executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}});
   CHECK(tools.call("bash_output", {{"task_id", "bash-2"}}, session()).text ==
         "(no new output)\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n"
         "[to run this with wider file access, repeat the same command with sandbox_permissions "
@@ -831,7 +896,7 @@ TEST_CASE("a settled task's notice goes to its owner", "[tools][notice]") {
     tools.call("bash", args, session("alice"));
     tools.call("bash", args, session("bob"));
     CHECK(notices.empty());
-    executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false});
+    executor.finish(task_id("bash-2"), 1, sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}});
     REQUIRE(notices.size() == 1);
     CHECK(notices[0].first == owner_token("bob"));
     CHECK(notices[0].second ==
@@ -968,7 +1033,7 @@ TEST_CASE("contract 20: tool results carry their facts as JSON beside the byte-e
   auto executor = confining();
   bash_tools tools(executor);
   executor.next_result.exit_code = 1;
-  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false};
+  executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}};
   const auto foreground = tools.call("bash", bash_args("touch x"), session());
   REQUIRE(foreground.facts);
   CHECK((*foreground.facts)["exit_code"] == 1);

@@ -272,6 +272,31 @@ TEST_CASE("bashexec serve --approve ask asks on its output and waits for the ans
   CHECK(std::filesystem::exists(workspace.path() / "granted.txt"));
 }
 
+TEST_CASE("bashexec serve --approve ask shows the whole command, hidden characters escaped, and never a cut one",
+          "[cli][serve][approval][issue-25]") {
+  test_support::temp_dir workspace;
+  server_process server({"--workdir", workspace.path().string(), "--approve", "ask"});
+  const std::string command = "ls\ntouch /var/tmp/HIDDEN \xE2\x80\xAE\xE2\x80\x8B\x01";
+  json args{{"command", command},
+            {"description", "list"},
+            {"sandbox_permissions", "danger-full-access"},
+            {"justification", "j"}};
+  server.send({{"id", 1}, {"session", "s1"}, {"tool", "bash"}, {"args", args}});
+  auto question = server.next([](const json& j) { return j.contains("approval"); });
+  CHECK(question["approval"]["command"] == command);
+  const std::string text = question["approval"].value("text", "");
+  CHECK(text.find("Command (2 lines, shown in full; \\ starts an escape):\n1 | ls\n"
+                  "2 | touch /var/tmp/HIDDEN \\u{202E}\\u{200B}\\x01\n") != std::string::npos);
+  server.send({{"id", 2}, {"op", "approve"}, {"approval", question["approval"]["id"]}, {"outcome", "rejected"}});
+  CHECK(server.reply_to(1)["is_error"] == true);
+
+  args["command"] = "true #" + std::string(std::size_t{1} << 20, 'x');
+  server.send({{"id", 3}, {"session", "s1"}, {"tool", "bash"}, {"args", args}});
+  const auto refused = server.reply_to(3);
+  CHECK(refused["text"].get<std::string>().find("too long to show a person for approval") != std::string::npos);
+  CHECK_FALSE(server.arrives([](const json& j) { return j.contains("approval"); }, 200ms));
+}
+
 TEST_CASE("bashexec serve rejects a blank description and an empty task_id, naming the field",
           "[cli][serve][contract-18]") {
   test_support::temp_dir workspace;
@@ -425,4 +450,16 @@ TEST_CASE("bashexec run, serve and mcp refuse a --prespawn that is not a number 
     CHECK(cli_run(std::string(sub) + " --help").out.text.find("--prespawn N") != std::string::npos);
   }
   CHECK(cli_run("--help").out.text.find("[--prespawn N]") != std::string::npos);
+}
+
+TEST_CASE("bashexec run --prespawn starts no pool: its one command is served cold and no waiter is left idle",
+          "[cli][prespawn]") {
+  using namespace cli_test;
+  // Unconfined, so /proc shows bashexec's children: the command's shell and,
+  // under cgroup containment, the guardian — never 64 waiting processes.
+  const auto result =
+      cli_run("run --unconfined --prespawn 64 -- 'sleep 0.5; grep -l \"^PPid:[[:space:]]*$PPID$\" /proc/[0-9]*/status | wc -l'");
+  REQUIRE(result.exit_code == 0);
+  CAPTURE(result.out.text);
+  CHECK(std::stoi(result.out.text) <= 3);
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -188,28 +189,93 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP to run kill the command, remove its spill 
   }
 }
 
-TEST_CASE("end of input aborts the calls in flight, still answers them, kills every task and exits 0",
+TEST_CASE("end of input answers the calls in flight within their own timeouts, kills every task and exits 0",
           "[cli][serve][eof]") {
   isolated_server s;
   auto& server = s.server;
   const std::string marker = unique_marker("eof");
   server.send(bash_call("bg", "s1", "exec -a " + marker + "-bg sleep 300", true));
   CHECK(server.reply_to("bg")["is_error"] == false);
-  server.send(bash_call("fg", "s1", "echo started; exec -a " + marker + "-fg sleep 300"));
+  json slow = bash_call("fg", "s1", "echo started; exec -a " + marker + "-fg sleep 300");
+  slow["args"]["timeoutMs"] = 1500;
+  server.send(slow);
+  server.send(bash_call("quick", "s1", "sleep 0.3; echo quick"));
   REQUIRE(wait_for_processes(execd_sleep(marker + "-bg"), 1));
   REQUIRE(wait_for_processes(execd_sleep(marker + "-fg"), 1));
   const auto closed = std::chrono::steady_clock::now();
   server.close_input();
   auto lines = server.rest();
-  // Far below the 300 s the call would take; the bound is generous for a loaded machine.
   CHECK(server.wait_exit() == 0);
+  // The 1.5 s timeout bounds the wait, far below the 300 s the command asks for.
   CHECK(std::chrono::steady_clock::now() - closed < std::chrono::seconds(30));
-  const auto fg = std::find_if(lines.begin(), lines.end(), [](const json& j) { return j.value("id", json()) == "fg"; });
-  REQUIRE(fg != lines.end());
-  CHECK((*fg)["is_error"] == true);
-  CHECK(contains(text_of(*fg), "started\n[aborted]"));
+  const auto reply = [&](const char* id) {
+    const auto found = std::find_if(lines.begin(), lines.end(), [&](const json& j) { return j.value("id", json()) == id; });
+    REQUIRE(found != lines.end());
+    return *found;
+  };
+  CHECK(reply("fg")["is_error"] == false);
+  CHECK(text_of(reply("fg")) == "started\n[timed out after 1500ms]\n[killed by signal: SIGTERM]");
+  CHECK(text_of(reply("quick")) == "quick\n");
   CHECK(processes_with(marker).empty());
   CHECK(entries(s.runtime.path()) == std::vector<std::string>{"bashexec"});  // only the spill parent
+}
+
+TEST_CASE("serve < requests.jsonl answers every request before it exits, as the README's example runs it",
+          "[cli][serve][eof]") {
+  test_support::temp_dir work;
+  {
+    std::ofstream requests(work.path() / "requests.jsonl");
+    for (int id = 1; id <= 3; ++id)
+      requests << bash_call(id, "s1", fmt::format("sleep 0.{}; echo done {}", id, id)).dump() << "\n";
+    requests << json{{"id", 4}, {"op", "tools"}}.dump() << "\n";
+  }
+  const auto served = cli_run("serve --unconfined < requests.jsonl", work.path());
+  CHECK(served.exit_code == 0);
+  std::vector<json> answers;
+  std::istringstream out(served.out.text);
+  for (std::string line; std::getline(out, line);) answers.push_back(json::parse(line));
+  REQUIRE(answers.size() == 4);
+  for (int id = 1; id <= 3; ++id) {
+    const auto found = std::find_if(answers.begin(), answers.end(), [&](const json& j) { return j["id"] == id; });
+    REQUIRE(found != answers.end());
+    CHECK((*found)["text"] == fmt::format("done {}\n", id));
+    CHECK((*found)["is_error"] == false);
+  }
+}
+
+TEST_CASE("a client that closes its input and never reads cannot hold serve or mcp: past --write-timeout they exit",
+          "[cli][serve][mcp][eof]") {
+  // Each answer (60000 NUL bytes, 6 bytes each in JSON) is larger than a
+  // pipe, more calls than slots: the writers block, the reader waits for a
+  // slot and never sees end of input (issue 25, item 4).
+  const json command = {{"command", "head -c 60000 /dev/zero"}, {"description", "d"}};
+  const std::vector<std::string> flags{"--unconfined", "--max-in-flight", "4", "--write-timeout", "1s"};
+  std::optional<cli_process> server;
+  SECTION("serve") {
+    std::vector<std::string> args{"serve"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    server.emplace(args);
+    for (int id = 0; id < 12; ++id) server->send({{"id", id}, {"tool", "bash"}, {"args", command}});
+  }
+  SECTION("mcp") {
+    std::vector<std::string> args{"mcp"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    server.emplace(args);
+    server->send({{"jsonrpc", "2.0"}, {"id", "init"}, {"method", "initialize"},
+                  {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
+    server->send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    for (int id = 0; id < 12; ++id)
+      server->send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+                    {"params", {{"name", "bash"}, {"arguments", command}}}});
+  }
+  const auto closed = std::chrono::steady_clock::now();
+  server->close_input();
+  CHECK(server->wait_exit(30s) == 0);  // REQUIREs the exit within 30 s
+  CHECK(std::chrono::steady_clock::now() - closed < 15s);
+
+  auto bad = cli_run("serve --write-timeout 0s");
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err.text, "--write-timeout"));
 }
 
 TEST_CASE("serve --max-in-flight 2 runs two calls at once and the third waits for a free slot",

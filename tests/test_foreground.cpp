@@ -2,12 +2,14 @@
 // (docs/contract.md item 2–8 and "no hang on a backgrounded grandchild"),
 // through local_executor and, built again as test_foreground_prespawned,
 // over the prespawned warm pool (tests/unconfined_test_support.hpp).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stop_token>
@@ -287,6 +289,64 @@ TEST_CASE("contract 7: credential-shaped variables are scrubbed, HOME stays, non
   ::unsetenv("GH_TOKEN");
   ::unsetenv("PAGER");
   ::unsetenv("BASHEXEC_TEST_PLAIN");
+}
+
+TEST_CASE("contract 7, widened: the password, credential and auth families are scrubbed too",
+          "[foreground][contract-7]") {
+  const std::map<std::string, std::string> leaked{
+      {"PGPASSWORD", "bashexec-c7w-1"},   {"MYSQL_PWD", "bashexec-c7w-2"},
+      {"GH_PAT", "bashexec-c7w-3"},       {"NPM_AUTH", "bashexec-c7w-4"},
+      {"DOCKER_PASS", "bashexec-c7w-5"},  {"AZURE_CLIENT_CREDENTIALS", "bashexec-c7w-6"},
+      {"npm_config__auth", "bashexec-c7w-7"}};
+  for (const auto& [name, value] : leaked) ::setenv(name.c_str(), value.c_str(), 1);
+  ::setenv("DATABASE_URL", "postgres://app:bashexec-c7w-pw@db:5432/x?sslmode=off", 1);
+  ::setenv("GIT_AUTHOR_NAME", "kept author", 1);
+  ::setenv("BASHEXEC_TEST_PATHS", "a:b", 1);
+  auto env_of = [](const executor_config& config) {
+    unconfined_executor executor(config);
+    return lines_of(run(executor, "env").out.text);
+  };
+
+  SECTION("by default") {
+    const auto env = env_of(fast_config());
+    for (const auto& line : env) {
+      CAPTURE(line);
+      CHECK(line.find("bashexec-c7w-") == std::string::npos);
+    }
+    CHECK(env.count("DATABASE_URL=postgres://app@db:5432/x?sslmode=off") == 1);
+    CHECK(env.count("GIT_AUTHOR_NAME=kept author") == 1);
+    CHECK(env.count("BASHEXEC_TEST_PATHS=a:b") == 1);
+    CHECK(std::ranges::count_if(env, [](const std::string& l) { return l.rfind("PATH=", 0) == 0; }) == 1);
+  }
+  SECTION("configurable: a name kept on purpose, a rule added, URLs left alone") {
+    executor_config config = fast_config();
+    config.scrub.keep.push_back("GH_PAT");
+    config.scrub.name_words.push_back("AUTHOR");
+    config.scrub.strip_url_passwords = false;
+    const auto env = env_of(config);
+    CHECK(env.count("GH_PAT=bashexec-c7w-3") == 1);
+    CHECK(env.count("GIT_AUTHOR_NAME=kept author") == 0);
+    CHECK(env.count("DATABASE_URL=postgres://app:bashexec-c7w-pw@db:5432/x?sslmode=off") == 1);
+  }
+  SECTION("an empty rule is refused, naming the field") {
+    executor_config config = fast_config();
+    config.scrub.name_fragments.emplace_back();
+    CHECK_THROWS_WITH(unconfined_executor(config), Catch::Contains("scrub.name_fragments"));
+  }
+  for (const auto& [name, value] : leaked) ::unsetenv(name.c_str());
+  for (const char* name : {"DATABASE_URL", "GIT_AUTHOR_NAME", "BASHEXEC_TEST_PATHS"}) ::unsetenv(name);
+}
+
+TEST_CASE("contract 7, widened: URL passwords are removed wherever they stand in a value",
+          "[foreground][contract-7]") {
+  using bashexec::detail::without_url_passwords;
+  CHECK(without_url_passwords("postgres://u:pw@host/db") == "postgres://u@host/db");
+  CHECK(without_url_passwords("redis://:pw@cache:6379") == "redis://@cache:6379");
+  CHECK(without_url_passwords("a=https://x:y@h1/p,https://z:w@h2") == "a=https://x@h1/p,https://z@h2");
+  CHECK(without_url_passwords("https://user@host/a:b@c") == "https://user@host/a:b@c");
+  CHECK(without_url_passwords("https://host:8080/x") == "https://host:8080/x");
+  CHECK(without_url_passwords("no url here") == "no url here");
+  CHECK(without_url_passwords("trailing://") == "trailing://");
 }
 
 TEST_CASE("contract 8: 1 MB of stdin round-trips through cat", "[foreground][contract-8]") {

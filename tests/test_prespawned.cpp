@@ -369,3 +369,34 @@ TEST_CASE("prespawned: a stopped waiting process is dropped after the claim's pa
   }  // dropped: killed and reaped
   CHECK(test_support::children_of_self().empty());
 }
+
+TEST_CASE("prespawned: stopped waiting processes are dropped when found and delay no call (issue 25, item 10)",
+          "[prespawned]") {
+  {
+    const prespawned pool(prespawned::config{.per_key = 3});
+    pool.spawn(true_plan()).wait_blocking();
+    REQUIRE(pool.wait_until_warm(10s));
+    // What an unconfined command of the host's user can do: `kill -STOP` them all.
+    const auto waiting = test_support::children_of_self();
+    REQUIRE(waiting.size() == 3);
+    for (long pid : waiting) REQUIRE(::kill(static_cast<pid_t>(pid), SIGSTOP) == 0);
+    REQUIRE(test_support::eventually([&] {
+      return std::all_of(waiting.begin(), waiting.end(), [](long pid) {
+        const auto stat = test_support::read_stat(std::to_string(pid));
+        return stat && stat->state == 'T';
+      });
+    }, 5s));
+    for (int call = 0; call < 3; ++call) {
+      INFO("call " << call);
+      launch_plan plan = true_plan();
+      plan.deadline = std::chrono::steady_clock::now() + 1s;  // a call with `timeout: 1000`
+      const auto start = std::chrono::steady_clock::now();
+      pool.spawn(plan).wait_blocking();
+      // Before: each call waited the claim's 10 s patience for one of them.
+      CHECK(std::chrono::steady_clock::now() - start < 900ms);
+    }
+    CHECK(pool.stats().lost == 3);  // each found once, by the first call
+    CHECK(std::none_of(waiting.begin(), waiting.end(), [](long pid) { return test_support::pid_alive(pid); }));
+  }
+  CHECK(test_support::children_of_self().empty());
+}

@@ -2,6 +2,7 @@
 // json_lines_server and an mcp_server over an executor the host owns, fed
 // request lines through a pipe, their responses read from another — the
 // same objects `bashexec serve` and `bashexec mcp` run.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -164,4 +165,82 @@ TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptor
   pipes.close_requests();
   serving.join();
   CHECK_FALSE(server.output_lost());
+}
+
+TEST_CASE("at end of input the JSON-lines server answers the calls in flight before serve returns (issue 25)",
+          "[server][embedding][eof]") {
+  local_executor executor;
+  host_pipes pipes;
+  server::json_lines_server server(executor, server::server_options{}, pipes.server_in(), pipes.server_out());
+  std::thread serving([&] { server.serve(); });
+  pipes.send({{"id", 1}, {"tool", "bash"}, {"args", {{"command", "sleep 0.5; echo late"}, {"description", "d"}}}});
+  pipes.send({{"id", 2}, {"op", "tools"}});
+  pipes.next([](const json& j) { return j.contains("id") && j["id"] == 2; });  // the call was read
+  pipes.close_requests();
+  const json late = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
+  CHECK(late["text"] == "late\n");  // before: "[aborted]"
+  CHECK(late["is_error"] == false);
+  serving.join();
+  CHECK_FALSE(server.output_lost());
+}
+
+namespace {
+
+/// Two slots, and half a second for a response to find a reader.
+template <class Options>
+Options impatient(Options options) {
+  options.max_in_flight = 2;
+  options.write_timeout = 500ms;
+  return options;
+}
+
+/// Ends the host's requests and never reads a response: whether `server`'s
+/// `serve` returns on its own within 15 s (else it is stopped, so the test
+/// ends either way) and counts its output as lost.
+template <class Server>
+bool returns_when_the_host_stops_reading(Server& server, host_pipes& pipes) {
+  std::atomic<bool> returned{false};
+  std::thread serving([&] {
+    server.serve();
+    returned = true;
+  });
+  pipes.close_requests();
+  const bool on_its_own = test_support::eventually([&] { return returned.load(); }, 15s);
+  if (!on_its_own) server.stop();  // the old deadlock, ended: closing writers give up after 2 s
+  serving.join();
+  return on_its_own && server.output_lost();
+}
+
+}  // namespace
+
+TEST_CASE("a host that stops reading cannot hold a server: past write_timeout its answers are dropped and serve returns",
+          "[server][embedding][eof]") {
+  local_executor executor;
+  host_pipes pipes;  // its response end is never read here
+  // Answers of 360 KB (60000 NULs as \u0000) against a 64 KiB pipe, more
+  // calls than slots: the writers block and the reader waits for a slot.
+  const json command = {{"command", "head -c 60000 /dev/zero"}, {"description", "d"}};
+  SECTION("a write_timeout that is not positive is refused naming the field") {
+    server::server_options options;
+    options.write_timeout = 0ms;
+    CHECK_THROWS_WITH(server::json_lines_server(executor, options, pipes.server_in(), pipes.server_out()),
+                      Catch::Contains("write_timeout"));
+  }
+  SECTION("json_lines_server") {
+    server::json_lines_server server(executor, impatient(server::server_options{}), pipes.server_in(),
+                                     pipes.server_out());
+    for (int id = 0; id < 6; ++id) pipes.send({{"id", id}, {"tool", "bash"}, {"args", command}});
+    CHECK(returns_when_the_host_stops_reading(server, pipes));
+  }
+  SECTION("mcp_server") {
+    server::mcp_server server(executor, impatient(server::mcp_server_options{}), pipes.server_in(),
+                              pipes.server_out());
+    pipes.send({{"jsonrpc", "2.0"}, {"id", "init"}, {"method", "initialize"},
+                {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
+    pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    for (int id = 0; id < 6; ++id)
+      pipes.send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"},
+                  {"params", {{"name", "bash"}, {"arguments", command}}}});
+    CHECK(returns_when_the_host_stops_reading(server, pipes));
+  }
 }

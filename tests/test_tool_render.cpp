@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <bashexec/tools/approval_text.hpp>
 #include <bashexec/tools/render.hpp>
 #include <bashexec/tools/utf8.hpp>
 
@@ -28,7 +29,7 @@ run_result exited(int code, std::string out = {}, std::string err = {}) {
 }
 
 sandbox_info denied_under(sandbox_mode mode) {
-  return sandbox_info{mode, true, enforcement::full, false};
+  return sandbox_info{mode, true, enforcement::full, false, {}};
 }
 
 }  // namespace
@@ -120,9 +121,9 @@ TEST_CASE("contract 20: a denial is marked, with the escalation hint only when e
 
 TEST_CASE("contract 20: sandbox facts without a denial add nothing", "[render][contract-20]") {
   run_result result = exited(0, "ok\n");
-  result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false};
+  result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false, {}};
   CHECK(render_run_result(result, true) == "ok\n");
-  result.sandbox = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};
+  result.sandbox = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false, {}};
   CHECK(render_run_result(result, true) == "ok\n");
 }
 
@@ -204,7 +205,7 @@ TEST_CASE("contract 20: a settled task's denial or runner failure follows its st
         "(no new output)\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]");
   CHECK(render_task_read(read, true).ends_with("and a justification; do not work around the sandbox]"));
 
-  read.task.sandbox = sandbox_info{sandbox_mode::workspace_write, false, std::nullopt, true};
+  read.task.sandbox = sandbox_info{sandbox_mode::workspace_write, false, std::nullopt, true, {}};
   CHECK(render_task_read(read, true) ==
         "(no new output)\n[status: completed, exit code: 1]\n"
         "[sandbox: the sandbox failed to start under workspace-write mode; the command did not run]");
@@ -321,4 +322,73 @@ TEST_CASE("every rendered text is valid UTF-8 whatever the bytes", "[render][utf
     CHECK(is_valid_utf8(render_task_read(read, true)));
     CHECK(is_valid_utf8(render_task_notice(read.task, true)));
   }
+}
+
+// ---- the approval question (issue 25 item 2) ---------------------------------
+
+namespace {
+
+approval_request escalation_of(std::string command, std::string description = "d", std::string justification = "j") {
+  approval_request request;
+  request.command = std::move(command);
+  request.description = std::move(description);
+  request.current_mode = sandbox_mode::read_only;
+  request.requested_mode = sandbox_mode::danger_full_access;
+  request.justification = std::move(justification);
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("an approval question shows every line of the command, numbered", "[render][approval]") {
+  CHECK(approval_text(escalation_of("ls\ntouch /var/tmp/HIDDEN", "list", "j")) ==
+        "bashexec asks to run one command under danger-full-access mode (the session runs under read-only mode).\n"
+        "Command (2 lines, shown in full; \\ starts an escape):\n"
+        "1 | ls\n"
+        "2 | touch /var/tmp/HIDDEN\n"
+        "Description: list\n"
+        "Justification: j");
+  CHECK(visible_command("a\n") == "Command (2 lines, shown in full; \\ starts an escape):\n1 | a\n2 | ");
+  std::string ten;
+  for (int i = 1; i <= 10; ++i) ten += fmt::format("{}echo {}", i == 1 ? "" : "\n", i);
+  const std::string shown = visible_command(ten);
+  CHECK(shown.find("\n 1 | echo 1\n") != std::string::npos);
+  CHECK(shown.find("\n10 | echo 10") != std::string::npos);
+}
+
+TEST_CASE("an approval question escapes every character a person could not see or could misread",
+          "[render][approval]") {
+  using namespace std::string_literals;
+  CHECK(visible_text("a\\b") == "a\\\\b");                                 // the escape character itself
+  CHECK(visible_text("\t\r\x01\x1B[2K\x7F") == "\\t\\r\\x01\\x1B[2K\\x7F");  // C0 controls and DEL
+  CHECK(visible_text("x\0y"s) == "x\\x00y");                                  // NUL
+  CHECK(visible_text("a\nb") == "a\\nb");
+  CHECK(visible_text("a\nb", true) == "a\nb");
+  CHECK(visible_text("rm \xE2\x80\xAE") == "rm \\u{202E}");                    // right-to-left override
+  for (const char* bidi : {"\xE2\x80\xAA", "\xE2\x80\xAB", "\xE2\x80\xAC", "\xE2\x80\xAD", "\xE2\x81\xA6",
+                           "\xE2\x81\xA7", "\xE2\x81\xA8", "\xE2\x81\xA9", "\xE2\x80\x8E", "\xE2\x80\x8F",
+                           "\xD8\x9C"})
+    CHECK(visible_text(bidi).rfind("\\u{", 0) == 0);
+  for (const char* invisible :
+       {"\xE2\x80\x8B", "\xE2\x80\x8C", "\xE2\x80\x8D", "\xE2\x81\xA0", "\xE2\x81\xA4", "\xEF\xBB\xBF",
+        "\xC2\xAD", "\xE1\xA0\x8E", "\xEF\xB8\x8F", "\xF3\xA0\x80\x81", "\xF3\xA0\x81\xBF", "\xC2\xA0",
+        "\xE2\x80\xA8", "\xC2\x85", "\xEE\x80\x80"})
+    CHECK(visible_text(invisible).rfind("\\u{", 0) == 0);
+  CHECK(visible_text("\xE2\x80\x8B") == "\\u{200B}");
+  CHECK(visible_text("\xF3\xA0\x81\xBF") == "\\u{E007F}");
+  CHECK(visible_text("bad \xFF\xC3") == "bad \\xFF\\xC3");  // invalid UTF-8, byte by byte
+  CHECK(visible_text("caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80") == "caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80");  // visible text stays
+  CHECK(is_valid_utf8(visible_text("\xFF\x80\xED\xA0\x80")));
+}
+
+TEST_CASE("an approval question is never cut: one too long to show is not shown at all", "[render][approval]") {
+  CHECK_FALSE(approval_text(escalation_of("true #" + std::string(std::size_t{1} << 20, 'x'))));
+  CHECK_FALSE(approval_text(escalation_of("true", std::string(max_approval_text_bytes, 'd'))));
+  // Escapes count: 20000 zero-width spaces are 60000 bytes, shown as 160000.
+  std::string hidden;
+  for (int i = 0; i < 20000; ++i) hidden += "\xE2\x80\x8B";
+  CHECK_FALSE(approval_text(escalation_of(hidden)));
+  const auto fits = approval_text(escalation_of(std::string(60000, 'x')));
+  REQUIRE(fits);
+  CHECK(fits->find(std::string(60000, 'x')) != std::string::npos);
 }

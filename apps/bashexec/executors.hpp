@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <type_traits>
 #include <utility>
 
 #include <bashexec/bashexec.hpp>
@@ -41,10 +42,24 @@ inline executor_config make_config(const common_options& options) {
   return config;
 }
 
+/// The sandbox backend the options ask for: --backend, --bwrap, --setpriv.
+inline sandbox_policies::confinement::config make_confinement_config(const common_options& options) {
+  sandbox_policies::confinement::config own;
+  own.only = options.backend;
+  if (options.bwrap_program) own.get<bwrap>().program = *options.bwrap_program;
+  if (options.setpriv_program) own.get<bwrap>().setpriv = *options.setpriv_program;
+  return own;
+}
+
 template <class Policies, class Body>
-int run_with(executor_config config, Body& body) {
-  basic_executor<Policies> executor(std::move(config));
-  return body(executor);
+int run_with(executor_config config, const common_options& options, Body& body) {
+  if constexpr (std::is_same_v<typename Policies::confinement, sandbox_policies::confinement>) {
+    basic_executor<Policies> executor(std::move(config), make_confinement_config(options));
+    return body(executor);
+  } else {
+    basic_executor<Policies> executor(std::move(config));
+    return body(executor);
+  }
 }
 
 /// Runs `body` with the executor the options ask for: the sandboxing one
@@ -56,10 +71,10 @@ int with_executor(const common_options& options, Body&& body,
   executor_config config = make_config(options);
   if (adjust) adjust(config);
   if (options.confined())
-    return options.prespawn ? run_with<spawning_with<prespawned, sandbox_policies>>(std::move(config), body)
-                            : run_with<sandbox_policies>(std::move(config), body);
-  return options.prespawn ? run_with<spawning_with<prespawned, unconfined_policies>>(std::move(config), body)
-                          : run_with<unconfined_policies>(std::move(config), body);
+    return options.prespawn ? run_with<spawning_with<prespawned, sandbox_policies>>(std::move(config), options, body)
+                            : run_with<sandbox_policies>(std::move(config), options, body);
+  return options.prespawn ? run_with<spawning_with<prespawned, unconfined_policies>>(std::move(config), options, body)
+                          : run_with<unconfined_policies>(std::move(config), options, body);
 }
 
 }  // namespace bashexec::cli

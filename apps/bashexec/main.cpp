@@ -2,7 +2,6 @@
 // as JSON lines or over MCP (`mcp`), or print the `tools` schemas — for people trying bashexec
 // and for harnesses written in languages other than C++.
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -30,41 +29,13 @@
 #include "executors.hpp"
 #include "options.hpp"
 #include "signals.hpp"
+#include "temp_dirs.hpp"
 
 namespace bashexec::cli {
 namespace {
 
 constexpr int exit_cannot_run = 125;
 constexpr int exit_usage = 2;
-
-/// How long `run` keeps the spill files it printed a path to.
-constexpr auto kept_spill_lifetime = std::chrono::hours(24);
-
-/// `bashexec run` exits right after printing, so a spill path it prints must
-/// outlive it: its spill directories go under `<default spill parent>/
-/// bashexec-run` and are kept when a path was printed. Each `run` first
-/// removes the kept directories there older than `kept_spill_lifetime`.
-std::filesystem::path run_spill_parent(const common_options& options) {
-  const auto workspace = options.workdir ? std::filesystem::absolute(*options.workdir) : std::filesystem::current_path();
-  std::filesystem::path base;
-  for (const auto& candidate : bashexec::detail::default_spill_parents())
-    if (!bashexec::detail::writable_root_holding(candidate, workspace)) {
-      base = candidate;
-      break;
-    }
-  if (base.empty()) base = bashexec::detail::default_spill_parents().front();
-  const auto parent = base / "bashexec-run";
-  std::error_code ec;
-  std::filesystem::create_directory(parent, ec);
-  std::filesystem::permissions(parent, std::filesystem::perms::owner_all, ec);
-  const auto now = std::filesystem::file_time_type::clock::now();
-  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
-    std::error_code ignored;
-    const auto written = entry.last_write_time(ignored);
-    if (!ignored && now - written > kept_spill_lifetime) std::filesystem::remove_all(entry.path(), ignored);
-  }
-  return parent;
-}
 
 /// Writes all of `text` to stdout; false (errno set) when it could not,
 /// e.g. stdout is closed (`>&-`) or its reader went away (EPIPE).
@@ -170,8 +141,18 @@ int run_command(std::vector<std::string_view> argv) {
   });
   if (answered) return *answered;
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
+  // One command, served cold: a pool would start processes nothing uses.
+  options.prespawn.reset();
 
   signal_watch& signals = signal_watch::start();  // already started by main: no thread before it
+  sweep_leftovers();
+  // `run` exits right after printing, so a spill path it prints must outlive
+  // it: its spill directory goes into this user's kept directory, and stays
+  // when a path was printed.
+  const auto workspace = options.workdir ? std::filesystem::absolute(*options.workdir) : std::filesystem::current_path();
+  std::string why_not_kept;
+  const held_directory kept = open_kept_spills(workspace, why_not_kept);
+  if (kept) prune_kept_spills(kept.fd.get());
   const int status = with_executor(options, [&](auto& executor) {
     std::stop_source abort;
     const auto on_signal = signals.on_signal([&abort] { abort.request_stop(); });
@@ -179,27 +160,37 @@ int run_command(std::vector<std::string_view> argv) {
     request.command = options.command;
     request.timeout = options.timeout;
     request.stop = abort.get_token();
+    // Nothing is kept unless a printed path points into it.
+    auto forget_spills = [&executor, &kept] {
+      if (auto dir = executor.spill_directory(); kept && !dir.empty())
+        detail::remove_tree_at(kept.fd.get(), dir.filename().string());
+    };
     try {
-      // Nothing is kept unless a printed path points into it.
-      auto forget_spills = [&executor] {
-        std::error_code ignored;
-        if (auto dir = executor.spill_directory(); !dir.empty()) std::filesystem::remove_all(dir, ignored);
-      };
-      const run_result result = executor.run(executor.resolve(std::move(request)));
+      run_result result = executor.run(executor.resolve(std::move(request)));
       if (signals.received()) return forget_spills(), 0;  // killed for our signal: no result to print
+      if (!kept && (result.out.spill_path || result.err.spill_path)) {
+        // Removed with the executor: a printed path would point at nothing.
+        result.out.spill_path.reset();
+        result.err.spill_path.reset();
+        note("bashexec: the full output cannot be kept after exit, so no path is printed: {}\n", why_not_kept);
+      }
       const bool written = print_result(options.json ? to_json(result).dump() : render_run_result(result, false));
       if (!written || !(result.out.spill_path || result.err.spill_path)) forget_spills();
+      if (kept) prune_kept_spills(kept.fd.get());  // the total, with this run's files counted
       return written ? exit_status(result) : exit_cannot_run;
     } catch (const std::exception& e) {
-      std::error_code ignored;
-      if (auto dir = executor.spill_directory(); !dir.empty()) std::filesystem::remove_all(dir, ignored);
+      forget_spills();
       if (signals.received()) return 0;
       note("bashexec: {}\n", e.what());
       return exit_cannot_run;
     }
-  }, [&options](executor_config& config) {
-    config.spill_parent = run_spill_parent(options);
+  }, [&kept, &workspace](executor_config& config) {
+    if (!kept) return;  // spill files die with the executor; their paths are not printed
+    config.spill_parent = kept.path;
     config.keep_spill_dir = true;  // removed above unless a printed path points into it
+    // Earlier runs' kept files too must stay read-only under a workspace that
+    // holds them (a workspace of `/`).
+    if (auto inside = path_inside(kept.path, workspace)) config.sandbox.protected_paths.push_back(*inside);
   });
   // The executor is gone here: the command's group is killed and reaped, and
   // the spill files are gone unless the printed result names them.
@@ -234,7 +225,9 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
   else if (flag == "--retain-bytes")
     options.retention.max_bytes = parse_retain_bytes(args.value(flag));
   else if (flag == "--retain-age")
-    options.retention.max_age = parse_retain_age(args.value(flag));
+    options.retention.max_age = parse_duration(flag, args.value(flag));
+  else if (flag == "--write-timeout")
+    options.write_timeout = parse_duration(flag, args.value(flag));
   else
     return false;
   return true;
@@ -245,6 +238,7 @@ server::server_options server_options_of(const serve_options& options) {
   server::server_options out;
   out.approve = options.approve;
   out.max_in_flight = options.max_in_flight;
+  out.write_timeout = options.write_timeout;
   return out;
 }
 
@@ -252,6 +246,7 @@ server::mcp_server_options server_options_of(const mcp_options& options) {
   server::mcp_server_options out;
   out.approve = options.approve;
   out.max_in_flight = options.max_in_flight;
+  out.write_timeout = options.write_timeout;
   out.session = options.session;
   out.progress_interval = options.progress_interval;
   return out;
@@ -263,23 +258,21 @@ server::mcp_server_options server_options_of(const mcp_options& options) {
 template <template <class> class Server, class Options>
 int run_server(const Options& options) {
   std::filesystem::path session_dir;
-  std::optional<std::filesystem::path> private_dir;
+  std::optional<session_directory> private_dir;  // removed last, after the executor
+  sweep_leftovers();
   if (options.session_dir) {
     session_dir = std::filesystem::absolute(*options.session_dir);
   } else {
     // Not under /tmp: workspace-write grants /tmp under Landlock, and a
     // confined command must not be able to edit another session's log.
-    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-    std::filesystem::path base = runtime && *runtime && std::filesystem::is_directory(runtime) ? runtime : "/var/tmp";
-    std::string templ = (base / "bashexec-sessions-XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) {
-      note("bashexec: cannot create a session directory: {}\n", std::strerror(errno));
+    try {
+      session_dir = private_dir.emplace(session_base()).path();
+    } catch (const std::exception& e) {
+      note("bashexec: cannot create a session directory: {}\n", e.what());
       return exit_cannot_run;
     }
-    session_dir = templ;
-    private_dir = session_dir;
   }
-  signal_watch& signals = signal_watch::start();  // already started by main, before mkdtemp
+  signal_watch& signals = signal_watch::start();  // already started by main, before any thread
   int status = 0;
   try {
     status = with_executor(options, [&](auto& executor) {
@@ -294,14 +287,16 @@ int run_server(const Options& options) {
       return 0;
       // Leaving this scope destroys the server, then the executor: every
       // background task is killed and reaped, the spill files removed.
-    }, [&options](executor_config& config) { config.retention = options.retention; });
+    }, [&options, &session_dir](executor_config& config) {
+      config.retention = options.retention;
+      // Under a workspace that holds them (a workspace of `/`), the session
+      // logs stay read-only to workspace-write commands too.
+      if (auto inside = path_inside(session_dir, config.cwd.value_or(std::filesystem::current_path())))
+        config.sandbox.protected_paths.push_back(*inside);
+    });
   } catch (const std::exception& e) {
     note("bashexec: {}\n", e.what());
     status = exit_cannot_run;
-  }
-  if (private_dir) {
-    std::error_code ignored;
-    std::filesystem::remove_all(*private_dir, ignored);
   }
   if (const int signo = signals.received()) return 128 + signo;
   return status;

@@ -37,9 +37,11 @@ Usage:
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                  [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                  [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
+                 [--write-timeout TIME]
   bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
                [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
+               [--write-timeout TIME]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
@@ -51,7 +53,8 @@ Subcommands:
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
 Network (confined calls only): full (default), loopback, none.
-run, serve and mcp also take --containment and the --max-* resource limits.
+run, serve and mcp also take --containment, the --max-* resource limits, and
+--backend auto|bwrap|landlock with --bwrap PATH and --setpriv PATH.
 Run `bashexec SUBCOMMAND --help` for the details of one subcommand.
 )";
 
@@ -70,9 +73,8 @@ Options:
   --timeout MS    kill the command's process group after MS milliseconds
                   (default 120000, at most 600000)
   --json          print the whole run result as one JSON object instead
-  --prespawn N    keep a pool of N processes (1 to 64) started ahead of
-                  later commands; useful with serve/mcp: run serves its
-                  one command cold
+  --prespawn N    accepted (1 to 64) for symmetry with serve and mcp; run
+                  serves its one command cold and starts no pool
   -h, --help      this text
 
 Exit status: the command's own exit code; 128+N when a signal N killed it;
@@ -82,9 +84,13 @@ for a command-line mistake. SIGINT, SIGTERM or SIGHUP to bashexec kills the
 command's process group, removes its spill files and exits 128+N.
 
 Truncated output: the full stream's spill file path is printed and the file
-is kept after bashexec exits, under $XDG_RUNTIME_DIR/bashexec/bashexec-run
-(else /var/tmp/bashexec-run), readable by later commands and writable by no
-confined one. Each `run` removes kept spill files older than 24 hours.
+is kept after bashexec exits, in a 0700 directory of the user's own:
+$XDG_RUNTIME_DIR/bashexec/bashexec-run, else /var/tmp/bashexec-run-UID, else
+/dev/shm/bashexec-run-UID (a link or someone else's directory at a name is
+passed over; with none, the path printed is (unavailable) and stderr says why),
+readable by later commands and writable by no confined one. Each `run`
+removes kept spill files of ended runs older than 24 hours, then the oldest
+while all together exceed 1 GiB.
 )";
 
 inline constexpr std::string_view serve_help = R"(Usage: bashexec serve [options]
@@ -100,14 +106,20 @@ response line per request, requests handled concurrently.
 A "session" (any string, "" included) owns the background tasks it starts;
 without one (absent or null) they are ownerless and open to every caller.
 Unprompted lines: {"notice": "...", "session": "s1"} when a background task
-settles, and {"approval": {...}} questions under --approve ask.
+settles, and {"approval": {...}} questions under --approve ask, whose "text"
+is what to show the person: the whole command, every line numbered, hidden
+characters escaped (a request too long to show is refused, never cut).
 Limits per line: 16 MiB, nesting depth 64, 10000 JSON values, session ids
 of at most 80 bytes; a line over a limit gets an error response (with its
 "id" whenever it can be read) and the server keeps serving.
-End of input (the client is gone): no more lines are read, calls in flight
-are aborted (their responses still written while stdout takes them),
-background tasks are killed, exit 0. SIGINT, SIGTERM, SIGHUP: the same, then
-exit 128+N.
+End of input: no more lines are read, pending approvals are cancelled, the
+calls in flight run to their end (each within its own timeout) and are
+answered, then background tasks are killed, exit 0 (`serve < requests.jsonl`
+answers every line). SIGINT, SIGTERM, SIGHUP: no more lines are read, calls
+in flight are aborted (their responses still written while stdout takes
+them), background tasks are killed, exit 128+N. A client that stops reading
+(a response waits --write-timeout for stdout to take a byte): the same as a
+signal, its later responses dropped, exit 0.
 
 Options:
   --mode MODE         the default mode of every session (default read-only)
@@ -135,6 +147,9 @@ Options:
                       forgotten: its spill files are removed, and bash_output
                       or bash_kill of its id answers that it was forgotten.
                       A running task is never forgotten.
+  --write-timeout TIME  how long a response may wait for stdout to take any
+                      byte of it (default 30s); past it the client counts as
+                      gone and the server shuts down
   -h, --help          this text
 )";
 
@@ -163,9 +178,10 @@ the client's version when it is one of these, else 2025-11-25.
 One connection is one session: it owns its background tasks, and its mode
 override is read from --session-dir (a `bashexec serve` set_mode op on the
 same directory and session id sets it). Limits per message as for serve:
-16 MiB, nesting depth 64, 10000 JSON values. End of input: no more messages
-are read, calls in flight are aborted, background tasks are killed, exit 0.
-SIGINT, SIGTERM, SIGHUP: the same, then exit 128+N.
+16 MiB, nesting depth 64, 10000 JSON values. End of input (how MCP clients
+shut a server down): no more messages are read, calls in flight are aborted,
+background tasks are killed, exit 0. SIGINT, SIGTERM, SIGHUP: the same, then
+exit 128+N. A client that stops reading: the same after --write-timeout.
 
 Options:
   --mode MODE         the session's default mode (default read-only)
@@ -184,6 +200,7 @@ Options:
   --retain-tasks N, --retain-bytes SIZE, --retain-age TIME
                       which settled background tasks are remembered, as for
                       serve (defaults 1000 tasks, 16M, 1h)
+  --write-timeout TIME  as for serve (default 30s)
   -h, --help          this text
 )";
 
@@ -211,6 +228,10 @@ struct common_options {
   resource_limits limits;
   /// --prespawn N: serve calls from a warm pool of N per key (spawn_with<prespawned>).
   std::optional<std::size_t> prespawn;
+  /// --backend: the one sandbox backend to use; empty for auto (bwrap, else Landlock).
+  std::string backend;
+  /// --bwrap PATH, --setpriv PATH: the programs bwrap confinement runs.
+  std::optional<std::string> bwrap_program, setpriv_program;
   bool confined() const { return mode != sandbox_mode::danger_full_access; }
 };
 
@@ -225,6 +246,16 @@ inline constexpr std::string_view limits_help = R"(Containment and limits (every
   --max-cpu-time S    RLIMIT_CPU seconds per process (wall time is the timeout)
   --max-file-size BYTES  RLIMIT_FSIZE, the largest file a process may write
   --max-open-files N  RLIMIT_NOFILE
+Sandbox backend (confined commands):
+  --backend NAME      auto (default: bwrap where it works, else Landlock),
+                      bwrap or landlock; --json results name the one used
+  --bwrap PATH        the bubblewrap program (absolute; default: bwrap from
+                      /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
+                      never $PATH)
+  --setpriv PATH      the setpriv program bwrap needs as root (likewise)
+                      A program, or a directory above it, that someone other
+                      than root or you could change, or that lies in the
+                      workspace or /tmp, is refused (docs/security.md).
 )";
 
 struct run_options : common_options {
@@ -242,6 +273,7 @@ struct serve_options : common_options {
   std::size_t max_in_flight = default_max_in_flight;
   /// The library's defaults unless a --retain-* flag says otherwise.
   task_retention retention;
+  std::chrono::milliseconds write_timeout = server::server_options{}.write_timeout;
 };
 
 /// `mcp` takes `serve`'s options; escalations are asked through elicitation
@@ -353,6 +385,15 @@ inline bool parse_common(std::string_view flag, arguments& args, common_options&
     options.prespawn = parse_count(flag, args.value(flag), "processes", max_prespawn);
   } else if (flag == "--workdir") {
     options.workdir = std::string(args.value(flag));
+  } else if (flag == "--backend") {
+    const auto value = args.value(flag);
+    if (value != "auto" && value != "bwrap" && value != "landlock")
+      throw usage_error(fmt::format("--backend: expected auto, bwrap or landlock, got \"{}\"", value));
+    options.backend = value == "auto" ? "" : std::string(value);
+  } else if (flag == "--bwrap" || flag == "--setpriv") {
+    const auto value = args.value(flag);
+    if (!value.starts_with('/')) throw usage_error(fmt::format("{}: expected an absolute path, got \"{}\"", flag, value));
+    (flag == "--bwrap" ? options.bwrap_program : options.setpriv_program) = std::string(value);
   } else if (flag == "--network") {
     auto value = args.value(flag);
     auto access = parse_network_access(value);
@@ -410,7 +451,7 @@ inline std::uint64_t parse_retain_bytes(std::string_view text) {
 
 /// "500ms", "90s", "10min", "1h" (a unit is required: a bare number would
 /// be read as seconds by some and milliseconds by others).
-inline std::chrono::milliseconds parse_retain_age(std::string_view text) {
+inline std::chrono::milliseconds parse_duration(std::string_view flag, std::string_view text) {
   static constexpr std::pair<std::string_view, std::uint64_t> units[] = {
       {"ms", 1}, {"min", 60000}, {"s", 1000}, {"h", 3600000}};
   for (const auto& [unit, ms_per_unit] : units)
@@ -419,7 +460,7 @@ inline std::chrono::milliseconds parse_retain_age(std::string_view text) {
           n && *n <= static_cast<std::uint64_t>(std::chrono::milliseconds::max().count()) / ms_per_unit)
         return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(*n * ms_per_unit));
   throw usage_error(
-      fmt::format("--retain-age: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", text));
+      fmt::format("{}: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", flag, text));
 }
 
 inline approval_policy parse_approval(std::string_view text) {

@@ -38,9 +38,18 @@ struct sandbox_config {
   /// confined command). Each must be relative and free of `..`; one that does
   /// not exist at spawn time is skipped; a symlink is protected at its target
   /// when that lies inside the workspace. bwrap and `runner_command` bind each
-  /// existing one read-only; Landlock cannot (its rules only add access), so
-  /// it reports `enforcement::partial` instead — see confinement/landlock.hpp.
+  /// existing one read-only; Landlock does the same in a private mount
+  /// namespace where it can have one — see confinement/landlock.hpp.
+  /// `.git` stands for every repository in the workspace: each nested `.git`
+  /// (directory or gitdir file, and the gitdir it names), the hooks path
+  /// and included files their config names (detail/protected_paths.hpp).
   std::vector<std::filesystem::path> protected_paths{".git"};
+  /// The most directory entries one workspace-write spawn reads looking for
+  /// nested `.git` (when `.git` is protected). A larger workspace is refused
+  /// (`sandbox_unavailable`) rather than left with a repository writable.
+  /// The walk runs at each workspace-write spawn: about 58 ms per 10,000
+  /// directories on the machine of docs/benchmarks.md "Protected paths".
+  std::size_t protected_scan_limit = 200000;
   /// Network confinement of every confined call, orthogonal to the mode
   /// (danger-full-access ignores it). `full` (the default) changes nothing;
   /// `loopback` and `none` give bwrap and `runner_command` `--unshare-net`
@@ -116,6 +125,27 @@ struct prespawn_settings {
   std::size_t max_keys = 8;
 };
 
+/// Which parts of the host environment never reach a command (contract 7,
+/// widened: docs/security.md "The environment"). Matching ignores case.
+/// Deliberately broad: a false positive costs a variable, a false negative
+/// leaks a secret to a model-driven command.
+struct environment_scrub {
+  /// A name holding one of these anywhere is dropped (`AWS_SECRET_ACCESS_KEY`,
+  /// `PGPASSWORD`, `AZURE_CLIENT_CREDENTIALS`).
+  std::vector<std::string> name_fragments{"KEY",        "SECRET",     "TOKEN",        "PASSWORD", "PASSWD",
+                                          "PASSPHRASE", "CREDENTIAL", "AUTHORIZATION", "COOKIE"};
+  /// A name with one of these as a whole `_`-separated word is dropped
+  /// (`MYSQL_PWD`, `GH_PAT`, `NPM_AUTH`, `DOCKER_PASS`), while names that
+  /// merely contain the letters stay (`PATH`, `GIT_AUTHOR_NAME`).
+  std::vector<std::string> name_words{"PWD", "PASS", "PAT", "AUTH", "CREDS"};
+  /// Names kept whatever the rules above say: the shell's own `PWD` and `OLDPWD`.
+  std::vector<std::string> keep{"PWD", "OLDPWD"};
+  /// In every value kept, `scheme://user:password@host` loses its password
+  /// (`DATABASE_URL=postgres://u:pw@db/x` reaches the command as
+  /// `postgres://u@db/x`).
+  bool strip_url_passwords = true;
+};
+
 struct executor_config {
   /// Default workdir; the process cwd when empty.
   std::optional<std::filesystem::path> cwd;
@@ -128,14 +158,18 @@ struct executor_config {
   /// How long a foreground run waits for descendants holding its output open
   /// after the shell exited, before killing what is left of the group.
   std::chrono::milliseconds drain_timeout{2000};
+  /// What of the host environment is kept from commands (contract 7).
+  environment_scrub scrub;
   /// Per-stream in-memory output cap.
   std::size_t output_cap = 64000;
   /// Where the private spill directory is created. Empty: a per-user 0700
   /// `$XDG_RUNTIME_DIR/bashexec` when XDG_RUNTIME_DIR is a private directory
   /// of this user, else /var/tmp — never /tmp, which workspace-write grants.
-  /// A confining executor refuses a parent under /tmp or under the workspace
-  /// root: a confined command must never write, rename or remove a spill
-  /// file (docs/contract.md "Beyond").
+  /// A parent must belong to this user or root, and be sticky when others
+  /// may write it. A confined command must never write, rename or remove a
+  /// spill file (docs/contract.md "Beyond"): under a root workspace-write
+  /// grants, each such spawn binds the directory read-only (Landlock refuses
+  /// the spawn where it cannot).
   std::optional<std::filesystem::path> spill_parent;
   /// Keep the spill directory after disposal (post-mortems).
   bool keep_spill_dir = false;

@@ -60,7 +60,15 @@ struct confined_launch {
   /// The command runs in a pid namespace of its own whose end kills every
   /// descendant (bwrap's `--unshare-pid`): the containment the result names.
   bool pid_namespace = false;
+  /// Parts of this spawn's writable roots are read-only binds its policy's
+  /// own denial dialect does not speak (Landlock's protected paths refuse
+  /// with EROFS, not EACCES): a failed run whose stderr says
+  /// `read_only_bind_dialect` is then a denial too (contract 16).
+  bool read_only_binds = false;
 };
+
+/// What a write refused by a read-only bind prints (EROFS).
+inline constexpr std::string_view read_only_bind_dialect = "read-only file system";
 
 /// The `config` of a confinement that has no knobs of its own.
 struct no_config {};

@@ -18,10 +18,12 @@
 // the command unhooked, unlimited or uncontained.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -116,6 +118,11 @@ struct launch_plan {
   /// spill directory). A confinement that cannot make one read-only inside a
   /// writable root must keep it outside every root it grants instead.
   std::vector<std::filesystem::path> read_only_paths;
+  /// The end of the call's own timeout (a foreground run): past it a spawn
+  /// waits for nothing but the child's own steps — prespawned gives up on a
+  /// waiting process that does not take the command by then. Empty (a
+  /// background start): the policy's own bound.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 /// One of the plan's pre-exec hooks failed in the child (`stage` names it); the command never ran.

@@ -34,6 +34,9 @@ struct sandbox_info {
   std::optional<enforcement> level;
   /// The confinement itself failed: the command never ran.
   bool runner_failed = false;
+  /// The backend that confined it ("bwrap", "landlock", "runner_command"):
+  /// a chain's selected candidate. Empty for `danger-full-access`.
+  std::string_view backend;
 };
 
 /// A settled foreground run (contract 2–4).
@@ -76,6 +79,10 @@ struct task_snapshot {
   /// The owner stored with it (the ownership policy's `keep`), verbatim; a
   /// completion listener reads it here even once the task is forgotten.
   std::optional<owner_token> owner{};
+  /// Why the command did not run: its spawn failed, or the executor could
+  /// not watch it and killed it at once (the task settled as killed, the
+  /// reason also in its stderr). Empty for a task that started.
+  std::optional<std::string> start_error{};
 };
 
 /// An incremental read of a background task (contract 6).

@@ -32,6 +32,9 @@ EXPECTED = [
     "batches only under 2025-03-26",
     "cancellation without a response",
     "elicitation over raw JSON-RPC",
+    "the approval question shows the whole command",
+    "a cancelled background start leaves nothing running",
+    "ids echoed exactly as sent",
     "end of input",
 ]
 
@@ -60,6 +63,11 @@ class Server:
 
     def read(self, timeout=20.0):
         """The next message, or None when none arrives in time."""
+        line = self.read_raw(timeout)
+        return None if line is None else json.loads(line)
+
+    def read_raw(self, timeout=20.0):
+        """The next line as bytes, or None when none arrives in time."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
@@ -70,7 +78,7 @@ class Server:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return line
 
     def response(self, id, timeout=20.0):
         """The response to `id`, skipping notifications (kept in self.notes)."""
@@ -276,6 +284,95 @@ s.initialize("2025-06-18", {"elicitation": {}})
 r = s.request("a", "tools/call", bash(f"touch {WORKDIR}/always", sandbox_permissions="workspace-write", justification="j"))
 check("--approve always overrides elicitation", r["result"]["isError"] is False and os.path.exists(f"{WORKDIR}/always"), r)
 s.close()
+
+section("the approval question shows the whole command")
+s = Server()
+s.initialize("2025-06-18", {"elicitation": {}})
+hidden = f"{WORKDIR}/HIDDEN"
+command = f"ls\ntouch {hidden} # \u202e\u200b\x01\\ \ufeffend"
+s.send({"jsonrpc": "2.0", "id": "two", "method": "tools/call",
+        "params": bash(command, sandbox_permissions="workspace-write", justification="j\u202e\nk")})
+question = s.read()
+message = question["params"]["message"] if question and question.get("method") == "elicitation/create" else ""
+check("every line of the command is in the question", "1 | ls\n2 | touch " in message and "(2 lines" in message, message)
+check("RLO, zero-width, controls, BOM and the backslash are escaped",
+      f"2 | touch {hidden} # \\u{{202E}}\\u{{200B}}\\x01\\\\ \\u{{FEFF}}end" in message, message)
+check("no hidden character reaches the person", not any(c in message for c in "\u202e\u200b\x01\ufeff"), message)
+check("the justification stays on one line, escaped", "Justification: j\\u{202E}\\nk" in message, message)
+s.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}})
+r = s.response("two")
+check("declined: the command did not run", r["result"]["isError"] is True and not os.path.exists(hidden), r)
+huge = "true #" + "x" * (1 << 20)
+s.send({"jsonrpc": "2.0", "id": "huge", "method": "tools/call",
+        "params": bash(huge, sandbox_permissions="workspace-write", justification="j")})
+r = s.read()
+asked = r is not None and r.get("method") == "elicitation/create"
+check("a 1 MiB command: nobody is asked", not asked, r and str(r)[:300])
+if asked:
+    s.send({"jsonrpc": "2.0", "id": r["id"], "result": {"action": "decline"}})
+    r = s.response("huge")
+check("a 1 MiB command is refused for approval as too long to show", r and r["result"]["isError"] is True
+      and "too long to show a person for approval" in r["result"]["content"][0]["text"], r and str(r)[:300])
+s.close()
+
+section("a cancelled background start leaves nothing running")
+s = Server()
+s.initialize()
+for attempt, delay in enumerate([0, 0, 0.001, 0.003, 0.01, 0.03]):
+    needle = f"sleep 6{attempt}{TAG}"
+    call = {"jsonrpc": "2.0", "id": f"bg{attempt}", "method": "tools/call", "params": bash(needle, run_in_background=True)}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": f"bg{attempt}"}}
+    if delay == 0:
+        s.send_raw(json.dumps(call).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
+    else:
+        s.send(call)
+        time.sleep(delay)
+        s.send(cancel)
+    time.sleep(0.5)
+    s.send({"jsonrpc": "2.0", "id": f"after{attempt}", "method": "ping"})
+    answered = None
+    while True:
+        m = s.read()
+        if m is None or m.get("id") == f"after{attempt}":
+            break
+        if m.get("id") == f"bg{attempt}":
+            answered = m
+    if answered is None:
+        check(f"cancelled start {attempt} (after {delay}s), unanswered: nothing runs",
+              wait_until(lambda: not alive(needle), 3), needle)
+    else:  # the start answered before the cancellation arrived: the client knows its id
+        check(f"cancelled start {attempt} answered first: its id is known", "started background task" in
+              answered["result"]["content"][0]["text"], answered)
+check("exit 0", s.close() == 0)
+
+section("ids echoed exactly as sent")
+s = Server()
+s.initialize()
+for raw in [b"-9223372036854775809", b"18446744073709551616", b"123456789012345678901234567890", b"-0",
+            b"9223372036854775807", b"-9223372036854775808", b"18446744073709551615"]:
+    s.send_raw(b'{"jsonrpc":"2.0","id":' + raw + b',"method":"ping"}\n')
+    line = s.read_raw()
+    check(f"integer id {raw.decode()} answered with the same bytes",
+          line is not None and line.startswith(b'{"id":' + raw + b",") and json.loads(line).get("result") == {}, line)
+for raw in [b"1.50", b"1E2", b"-0.0", b"2.5e-3"]:
+    s.send_raw(b'{"jsonrpc":"2.0","id":' + raw + b',"method":"ping"}\n')
+    line = s.read_raw()
+    check(f"non-integer id {raw.decode()} refused, echoed with the same bytes",
+          line is not None and line.startswith(b'{"id":' + raw + b",") and json.loads(line)["error"]["code"] == -32600,
+          line)
+s.send_raw(b'{"jsonrpc":"2.0","id":1e400,"method":"ping"}\n')
+r = s.read()
+check("an id beyond a double is a parse error", r["error"]["code"] == -32700 and r["id"] is None, r)
+big = b"-9223372036854775809"
+needle = f"sleep 8{TAG}"
+s.send_raw(b'{"jsonrpc":"2.0","id":' + big + b',"method":"tools/call","params":' + json.dumps(bash(needle)).encode()
+           + b"}\n")
+check("a call with a big id runs", wait_until(lambda: alive(needle), 10))
+s.send_raw(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":' + big + b"}}\n")
+check("and a cancellation naming that id kills it", wait_until(lambda: not alive(needle), 10))
+r = s.request("next", "ping")
+check("with no response", r["id"] == "next", r)
+check("exit 0", s.close() == 0)
 
 section("end of input")
 s = Server()

@@ -28,9 +28,12 @@
 //     removed — not even under a private /tmp or a writable workspace.
 // workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
 // workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
-// `--ro-bind P P` for each `sandbox.protected_paths` entry that exists under
-// ROOT, a symlink at its target (after the workspace bind, so it is mounted
-// over the writable tree: `.git` stays read-only, docs/contract.md "Beyond"). The
+// `--ro-bind P P` for each protected location under ROOT
+// (detail/protected_paths.hpp: the configured paths that exist, a symlink at
+// its target, and with `.git` every repository's gitdir and hooks path;
+// after the workspace bind, so each is mounted over the writable tree,
+// docs/contract.md "Beyond"). Where they cannot be established the spawn
+// throws sandbox_unavailable. The
 // check runs at each spawn; a path created during the command (`git init`)
 // is protected from the next spawn on. Group kills still reach the command
 // from outside: bwrap leads the process group, and its death ends the
@@ -68,6 +71,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_style.hpp"
+#include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
@@ -86,11 +90,16 @@ class bwrap : public detail::bwrap_style {
 
   /// bwrap's own knobs.
   struct config {
-    /// The bubblewrap binary; a bare name is searched on PATH.
+    /// The bubblewrap binary: an absolute path, or a bare name looked up in
+    /// the fixed system search path (never $PATH; detail/find_program.hpp).
     std::filesystem::path program = "bwrap";
+    /// util-linux's setpriv, which empties the bounding set of a bwrap run as
+    /// root; the same rules.
+    std::filesystem::path setpriv = "setpriv";
 
     void validate() const {
-      if (program.empty()) throw std::invalid_argument("bwrap.program must not be empty");
+      detail::validate_program_name(program, "bwrap.program");
+      detail::validate_program_name(setpriv, "bwrap.setpriv");
     }
   };
 
@@ -100,7 +109,7 @@ class bwrap : public detail::bwrap_style {
   bwrap(const sandbox_config& shared, const config& own);
 
   /// The resolved absolute bwrap path, empty when none was found.
-  const std::optional<std::filesystem::path>& program() const noexcept { return program_; }
+  const std::optional<std::filesystem::path>& program() const noexcept { return program_.path; }
 
   /// argv becomes `bwrap --json-status-fd N <profile> -- <argv>`; the status
   /// pipe's write end is appended to `plan.inherited_fds` and also held by
@@ -124,9 +133,8 @@ class bwrap : public detail::bwrap_style {
  private:
   static std::string reason(std::string_view err, std::string_view out);
 
-  std::filesystem::path configured_;
-  std::optional<std::filesystem::path> program_;
-  std::optional<std::filesystem::path> setpriv_;  // privileged bwrap: empties the bounding set
+  detail::program_lookup program_;
+  std::optional<detail::program_lookup> setpriv_;  // privileged bwrap: empties the bounding set
 };
 
 static_assert(confining_policy<bwrap>);

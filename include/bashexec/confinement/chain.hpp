@@ -30,6 +30,7 @@
 // instead of each spelling its own index_sequence fold.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -87,6 +88,9 @@ class chain {
   /// Every candidate's own config.
   struct config {
     std::tuple<typename Candidates::config...> members;
+    /// When not empty, the name of the one candidate to use (its probe still
+    /// runs); the others are not tried. What `bashexec --backend` sets.
+    std::string only;
 
     config() = default;
     /// One candidate's config, the others defaulted (when exactly one
@@ -108,6 +112,11 @@ class chain {
 
     void validate() const {
       boost::hana::for_each(indices, [this](auto i) { validate_confinement_config(std::get<i>(members)); });
+      if (!only.empty() && std::find(candidate_names.begin(), candidate_names.end(), only) == candidate_names.end()) {
+        std::string names;
+        for (std::string_view candidate : candidate_names) names += fmt::format("{}{}", names.empty() ? "" : ", ", candidate);
+        throw std::invalid_argument(fmt::format("chain.only: \"{}\" is not a candidate ({})", only, names));
+      }
     }
   };
 
@@ -115,7 +124,12 @@ class chain {
   /// unusable, with the reason.
   explicit chain(const sandbox_config& shared) : chain(shared, config{}) {}
   chain(const sandbox_config& shared, const config& own) {
-    boost::hana::for_each(indices, [&](auto i) { construct<i>(shared, std::get<i>(own.members)); });
+    boost::hana::for_each(indices, [&](auto i) {
+      if (own.only.empty() || own.only == candidate_names[i])
+        construct<i>(shared, std::get<i>(own.members));
+      else
+        unusable_[i] = fmt::format("not tried: only {} was asked for", own.only);
+    });
   }
 
   chain(const chain&) = delete;

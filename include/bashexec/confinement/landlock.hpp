@@ -54,7 +54,9 @@
 //
 // Protected paths (`sandbox.protected_paths`, `.git` by default) under
 // workspace-write: the hook first moves the child into a private mount
-// namespace where each existing one is a read-only bind of itself (before
+// namespace where each protected location (detail/protected_paths.hpp;
+// with `.git`, every repository's gitdir and hooks path) is a read-only
+// bind of itself (before
 // Landlock, which forbids mount calls; the command then has no capability
 // to undo it) — as root directly, as anyone else inside the user namespace
 // above. Where neither is possible they are NOT enforced: the spawn leaves
@@ -99,10 +101,14 @@
 //
 // Runner failure is structural: when the hook fails the spawn throws
 // `pre_exec_failed` (the command never ran), so `runner_failure` has nothing
-// to add and returns empty. Denial dialect: "permission denied" (EACCES).
+// to add and returns empty. Denial dialect: "permission denied" (EACCES);
+// a write refused by a protected path's bind fails EROFS instead, so such a
+// spawn sets `confined_launch::read_only_binds` and "read-only file system"
+// counts as a denial too (detail/engine/verdict.hpp).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -180,7 +186,7 @@ class landlock {
   using config = no_config;
 
   explicit landlock(const sandbox_config& shared, const config& = {})
-      : protected_(shared.protected_paths), network_(shared.network) {}
+      : protected_(shared.protected_paths), scan_limit_(shared.protected_scan_limit), network_(shared.network) {}
 
   /// Whether this policy confines the network under `abi` fully (`full`), only
   /// partly (`partial`: TCP alone), or not at all (empty: `prepare` throws
@@ -211,10 +217,7 @@ class landlock {
   /// read-only (not privileged and no user namespace; see the header
   /// comment). Such a spawn is `partial` anyway (`file_level`); this names
   /// one more reason.
-  bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const {
-    return mode == sandbox_mode::workspace_write && !can_bind_read_only() &&
-           detail::any_protected_path_exists(root, protected_);
-  }
+  bool leaves_protected_path_writable(sandbox_mode mode, const std::filesystem::path& root) const;
 
   /// Whether protected paths can be bound read-only in a private mount
   /// namespace, and the bounding set emptied: the spawning process is
@@ -261,6 +264,7 @@ class landlock {
                     bool required);
 
   std::vector<std::filesystem::path> protected_;
+  std::size_t scan_limit_;
   network_access network_;
   /// Built on first use and shared by copies of this policy: a read-only
   /// spawn builds nothing at all, a workspace-write one only its ruleset.

@@ -22,11 +22,14 @@
 //
 // A runner binary that does not exist must settle as a runner failure, not
 // make the spawn throw (a background start has to report `runner_failed`).
-// So when argv[0] does not resolve to an executable at prepare time,
-// the plan execs the runner through the shell (`shell -c 'exec "$@"' …`): the
-// shell then fails with 127 and a "not found" line, and `status` carries a
-// pre-written marker so `runner_failure` knows structurally. If the runner
-// appears in between, the shell simply execs it and nothing changes.
+// argv[0] is resolved once, at construction, the way every program the host
+// runs is (detail/find_program.hpp: a bare name in the fixed system search
+// path, never $PATH; trusted only when nobody but root or the running user
+// can replace it). When it was not found or is not trusted, or lies under a
+// root a confined command may write, the plan runs the shell with a script
+// that prints why and exits 127 — it never execs the runner by name — and
+// `status` carries a pre-written marker so `runner_failure` knows
+// structurally.
 #pragma once
 
 #include <array>
@@ -39,6 +42,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_style.hpp"
+#include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
@@ -90,7 +94,7 @@ class runner_command : public detail::bwrap_style {
  private:
   std::vector<std::string> argv_;
   std::vector<std::string> signatures_;
-  std::optional<std::filesystem::path> program_;
+  detail::program_lookup program_;
 };
 
 static_assert(confining_policy<runner_command>);

@@ -5,6 +5,7 @@
 // argv is wrapped in the profile of detail/bwrap_profile.hpp.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/bwrap_profile.hpp"
+#include "bashexec/detail/find_program.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 
@@ -25,7 +27,7 @@ class bwrap_style {
 
  protected:
   explicit bwrap_style(const sandbox_config& shared)
-      : protected_(shared.protected_paths), network_(shared.network) {}
+      : protected_(shared.protected_paths), scan_limit_(shared.protected_scan_limit), network_(shared.network) {}
 
   /// The launch every bwrap-style spawn starts from: `mode` at full
   /// enforcement, in the profile's pid namespace (`--unshare-pid`). Refuses
@@ -36,8 +38,15 @@ class bwrap_style {
   void wrap(launch_plan& plan, sandbox_mode mode, const std::filesystem::path& root, std::vector<std::string> runner,
             std::vector<std::string> after_profile = {}) const;
 
+  /// Throws `sandbox_unavailable` when `program_refusal` (detail/find_program.hpp)
+  /// says why not; `what`
+  /// names the program in the message, `remedy` says how to fix it.
+  static void require_trusted(const program_lookup& program, std::string_view policy, sandbox_mode mode,
+                              const std::filesystem::path& root, std::string_view what, std::string_view remedy);
+
  private:
   std::vector<std::filesystem::path> protected_;
+  std::size_t scan_limit_;
   network_access network_;
 };
 

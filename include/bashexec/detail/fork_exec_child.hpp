@@ -26,7 +26,12 @@
 // flush); the parent turns the report into an exception (spawn/fork_exec.hpp).
 //
 // Rules for the child, which shares the parent's memory (CLONE_VM) while the
-// calling thread is suspended (CLONE_VFORK):
+// calling thread is suspended (CLONE_VFORK). They hold for every function
+// that runs there: child_main, child_enter, child_finish, child_fail,
+// child_exit, the prespawned waiter (detail/prespawn_child.hpp), the
+// user-namespace probe and step (detail/user_namespace.hpp), the hooks
+// (landlock_apply and what it calls: capabilities, seccomp), the cgroup
+// write and the resource limits (steps 1 and 7).
 //   - Signals. The parent blocks every signal — all 64 bits, through the raw
 //     system call, so glibc's internal SIGCANCEL/SIGSETXID too — around the
 //     clone; the child inherits that mask, resets every disposition with raw
@@ -40,7 +45,11 @@
 //     exit_group. Each hook must keep to the same rules (landlock_apply does:
 //     at most three system calls — no_new_privs, restrict_self and the
 //     network filter). Descriptors are per process (no CLONE_FILES), so the
-//     child's dup/close-on-exec work never reaches the host's table.
+//     child's dup/close-on-exec work never reaches the host's table. What
+//     the child reads of the parent's memory — the context, its arrays, the
+//     hooks' contexts — stays valid because the parent is suspended in
+//     clone() with those objects in its frame (fork_exec), or keeps them on
+//     the heap until it has read the child's end of file (prespawned).
 //   - errno. Without CLONE_SETTLS the child uses the suspended thread's TLS,
 //     so every errno the child (or the hook) sets lands in that thread's
 //     errno slot. That is accepted rather than avoided with inline assembly:
@@ -49,6 +58,31 @@
 //     after clone() unless clone() itself returned -1 (then the child never
 //     ran and errno is clone's own); it reads it on the very next statement.
 //     As with any libc call, spawn() may change the caller's errno on success.
+//     In the child, errno is read only right after the system call that
+//     failed, in the same function, and passed on as a value (a return
+//     value, a report field, an exit status) — never left for a caller.
+//   - The optimiser. The compiler sees ordinary single-threaded code; it
+//     does not know that the parent observes what the child does. GCC's
+//     interprocedural pure/const analysis declares every function that
+//     cannot return (noreturn and noexcept, or ending in an endless
+//     exit_group loop) "looping pure" — its side effects are deemed
+//     invisible, since no caller ever resumes — whatever it holds. With the
+//     exit status computed on several paths into such a loop, -O3 copied
+//     the loop once per status (loop unswitching) and control-dependent
+//     dead code elimination kept one copy: the user-namespace probe exited
+//     0 on every path. Hence: an entry point that clone() calls returns its
+//     status where it can (glibc's clone() ends the child with it through
+//     the raw exit system call) — a returning function keeps its result;
+//     the only exit loop is child_exit's, which gets one status from its
+//     caller and holds a child_barrier() (an empty asm with a memory
+//     clobber, a side effect no pass may drop or merge) in every copy; and
+//     a value the parent must see travels through a system call (a report
+//     on the error pipe, the exit status) or an atomic store (the
+//     waiter's `claimed`), never through a plain store to shared memory. `noipa` would say it more directly but draws a warning
+//     on every inline (header-only) function. A Release build (-O3
+//     -DNDEBUG) of the executor, sandbox, hardening, prespawned and tools
+//     suites is part of the suite (docs/testing.md), the refused user
+//     namespace among its entries.
 //   - Stack. 256 KiB, mmap'd per spawn with a guard page below it (stacks
 //     grow down on every architecture this targets), unmapped as soon as
 //     clone() returns: CLONE_VFORK resumes the parent only once the child
@@ -68,6 +102,14 @@
 
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
+
+// Marks a function that runs in a CLONE_VM child: no AddressSanitizer
+// instrumentation (see "Sanitizers" above).
+#if defined(__GNUC__) || defined(__clang__)
+#define BASHEXEC_CHILD_CODE __attribute__((no_sanitize_address))
+#else
+#define BASHEXEC_CHILD_CODE
+#endif
 
 namespace bashexec::detail {
 
@@ -140,23 +182,27 @@ struct child_context {
 // The child's steps (detail/impl/fork_exec_child.ipp) are raw system calls
 // and run on the child's own stack; see the file comment.
 
-[[noreturn]] BASHEXEC_DECL void child_exit(int code) noexcept;
+/// A compiler barrier: the function that holds it visibly has side effects,
+/// whatever GCC concludes about the calls around it (see "The optimiser").
+inline void child_barrier() noexcept { asm volatile("" ::: "memory"); }
 
-[[noreturn]] BASHEXEC_DECL void child_fail(int error_fd, child_stage stage, int error, int index = 0) noexcept;
+[[noreturn]] BASHEXEC_CHILD_CODE BASHEXEC_DECL void child_exit(int code) noexcept;
+
+[[noreturn]] BASHEXEC_CHILD_CODE BASHEXEC_DECL void child_fail(int error_fd, child_stage stage, int error, int index = 0) noexcept;
 
 /// Runs in the cloned child, on its own stack. Never returns. `arg` is the
 /// parent's `child_context`.
-BASHEXEC_DECL int child_main(void* arg) noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int child_main(void* arg) noexcept;
 
 /// Steps 1-3 of child_main: setsid, the cgroup, clean signals, the hooks.
 /// What a prespawned process does before it waits for its command
 /// (detail/prespawn_child.hpp); fork_exec's child goes on at once.
-BASHEXEC_DECL void child_enter(const child_context& ctx) noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL void child_enter(const child_context& ctx) noexcept;
 
 /// Steps 4-8 of child_main: renumbering, chdir, close-on-exec, limits,
 /// execve. Needs `path`, `argv`, `envp`, `workdir`, `sources`/`scratch`/
 /// `count`, `error_fd` and `limits` of `ctx`.
-[[noreturn]] BASHEXEC_DECL void child_finish(const child_context& ctx) noexcept;
+[[noreturn]] BASHEXEC_CHILD_CODE BASHEXEC_DECL void child_finish(const child_context& ctx) noexcept;
 
 /// Blocks every signal — all bits, glibc's internal ones included, as glibc's
 /// own posix_spawn does — for its lifetime, so the child starts with no host

@@ -71,7 +71,7 @@ struct claim_message {
 };
 
 /// The waiting process (clone()'s function). `arg` is its waiter_control.
-BASHEXEC_DECL int waiting_child_main(void* arg) noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int waiting_child_main(void* arg) noexcept;
 
 }  // namespace bashexec::detail
 

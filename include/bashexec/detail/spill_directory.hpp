@@ -1,6 +1,7 @@
 // detail/spill_directory: the executor's private directory of spill files —
-// created lazily (mode 0700, unpredictable name), files created with
-// O_EXCL|O_NOFOLLOW mode 0600, total size bounded, removed at disposal.
+// created lazily (mode 0700, unpredictable name stamped with its owner
+// process), files created with O_EXCL|O_NOFOLLOW mode 0600 relative to the
+// directory's descriptor, total size bounded, removed at disposal.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,10 @@
 #include <vector>
 
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/shared_temp.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 
 namespace bashexec::detail {
-
-/// Sixteen random bytes as hex: names nobody can predict.
-BASHEXEC_DECL std::string random_name(std::string_view prefix);
 
 /// Where spill directories may go by default, best first: outside every root
 /// a confined command may write (never /tmp, which workspace-write grants),
@@ -30,11 +29,21 @@ BASHEXEC_DECL std::string random_name(std::string_view prefix);
 /// with a fresh /dev: its spill directory is bound back read-only).
 BASHEXEC_DECL std::vector<std::filesystem::path> default_spill_parents();
 
+/// Name prefixes of spill directories: removed at disposal (swept once
+/// their owner is gone), or kept (`keep_spill_dir`, never swept here).
+inline constexpr std::string_view spill_dir_prefix = "bashexec-spill-";
+inline constexpr std::string_view kept_spill_dir_prefix = "bashexec-kept-";
+
 /// Owns the private spill directory and enforces the retention rule: spill
 /// files never hold more than `budget` bytes in total; to make room the
 /// oldest settled files are removed first, and a stream that still does not
 /// fit gives up its file (its path is then withheld). Files still being
 /// written are never removed by another stream.
+/// The parent must belong to this user or root and, when others may write
+/// it, be sticky; the directory is made there with mkdirat and used only
+/// through its descriptor, so nobody can redirect a spill file by swapping
+/// a path. Making it first sweeps the parent of spill directories of this
+/// user whose owner process is gone (a SIGKILLed executor's).
 class spill_directory {
  public:
   spill_directory(std::filesystem::path parent, std::uint64_t budget, bool keep)
@@ -61,6 +70,9 @@ class spill_directory {
   /// longer count.
   void release(std::uint64_t bytes);
 
+  /// Removes one of this directory's files (a writer giving it up).
+  void remove_file(const std::filesystem::path& file) noexcept;
+
   /// A spill file is complete: from now on it may be removed to make room.
   void settled(const std::filesystem::path& file, std::uint64_t bytes);
 
@@ -71,6 +83,14 @@ class spill_directory {
 
   /// The directory, or empty when no spill file was ever needed.
   std::filesystem::path path() const;
+
+  /// The directory, made now if it does not exist yet (a spawn that must
+  /// bind it read-only); throws infrastructure_error when it cannot be.
+  std::filesystem::path ensure();
+
+  /// Where the directory goes: the configured parent, else the first
+  /// default one.
+  std::filesystem::path parent() const;
 
  private:
   struct entry {
@@ -85,6 +105,8 @@ class spill_directory {
   bool keep_;
   mutable std::mutex mutex_;
   std::filesystem::path path_;
+  unique_fd parent_fd_;
+  unique_fd dir_fd_;
   std::deque<entry> settled_;
   std::uint64_t total_ = 0;
 };

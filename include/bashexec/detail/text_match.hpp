@@ -26,6 +26,12 @@ constexpr bool icontains(std::string_view haystack, std::string_view needle) noe
   return it != haystack.end();
 }
 
+/// Whether `a` and `b` are equal, ignoring ASCII case.
+constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
 /// Whether any of `needles` occurs in `haystack`, ignoring ASCII case.
 template <class Range>
 constexpr bool icontains_any(std::string_view haystack, const Range& needles) noexcept {

@@ -35,27 +35,29 @@
 
 #include <cstddef>
 
+#include "bashexec/detail/fork_exec_child.hpp"
 #include "bashexec/detail/linkage.hpp"
 
 namespace bashexec::detail {
 
 /// Writes `length` bytes of `text` to a /proc/self file in one write, as
 /// the id-map files demand. Returns 0 or an errno value.
-BASHEXEC_DECL int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept;
 
 /// "<id> <id> 1\n" into `out` (at least 36 bytes); returns the length.
-BASHEXEC_DECL std::size_t format_identity_map(char* out, unsigned long id) noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL std::size_t format_identity_map(char* out, unsigned long id) noexcept;
 
 /// Moves the calling process into a new user namespace in which its
 /// effective uid and gid map to themselves (unmapped when the host is
 /// undumpable: see the header comment); it then holds every capability
 /// there (and none over the host's resources). Async-signal-safe. Returns 0
 /// or an errno value (EPERM, ENOSPC at user.max_user_namespaces, EINVAL).
-BASHEXEC_DECL int enter_own_user_namespace() noexcept;
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int enter_own_user_namespace() noexcept;
 
 /// The probe's child: the user namespace and a private mount namespace in
-/// it, exactly as a spawn's hook would make them; exits with 0 or the errno.
-BASHEXEC_DECL int user_namespace_probe_child(void*) noexcept;
+/// it, exactly as a spawn's hook would make them; returns (so clone()'s
+/// child exits with) 0, or the errno (255 when its low byte is 0).
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int user_namespace_probe_child(void*) noexcept;
 
 /// Whether this process can give a child a user namespace of its own (and a
 /// mount namespace inside it). Asked once per process by cloning a child

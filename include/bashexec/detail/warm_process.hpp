@@ -55,6 +55,11 @@ class warm_process {
 
   pid_t pid() const noexcept { return pid_; }
 
+  /// False when it is stopped (a SIGSTOP from a command of the host's
+  /// user) or dead: a claim would wait for it in vain. One waitid that
+  /// consumes nothing.
+  bool waiting() const noexcept;
+
   /// SIGKILL, then the reap; nothing once handed out or discarded.
   void discard() noexcept;
 

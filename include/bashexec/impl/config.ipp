@@ -36,7 +36,15 @@ BASHEXEC_DECL void validate(const executor_config& config) {
   detail::require_positive(config.drain_timeout, "drain_timeout");
   detail::require_positive(config.sandbox.probe_timeout, "sandbox.probe_timeout");
   if (config.output_cap == 0) throw std::invalid_argument("output_cap must be positive, got 0");
+  for (const auto* rules : {&config.scrub.name_fragments, &config.scrub.name_words})
+    for (const std::string& rule : *rules)
+      if (rule.empty())
+        throw std::invalid_argument(fmt::format("scrub.{} must not hold an empty entry (it would match every name)",
+                                                rules == &config.scrub.name_words ? "name_words" : "name_fragments"));
   if (config.shell.empty()) throw std::invalid_argument("shell must not be empty");
+  if (!config.shell.is_absolute())
+    throw std::invalid_argument(fmt::format("shell {} must be an absolute path (the host never searches $PATH for it)",
+                                            config.shell.string()));
   if (config.spill_budget_bytes == 0) throw std::invalid_argument("spill_budget_bytes must be positive, got 0");
   if (config.retention.max_tasks == 0) throw std::invalid_argument("retention.max_tasks must be positive, got 0");
   if (config.retention.max_bytes == 0) throw std::invalid_argument("retention.max_bytes must be positive, got 0");
@@ -55,6 +63,8 @@ BASHEXEC_DECL void validate(const executor_config& config) {
           "sandbox.protected_paths entry \"{}\" names the whole workspace; use read-only mode instead",
           path.string()));
   }
+  if (config.sandbox.protected_scan_limit == 0)
+    throw std::invalid_argument("sandbox.protected_scan_limit must be positive, got 0");
   auto require_positive_limit = [](const std::optional<std::uint64_t>& value, std::string_view field) {
     if (value && *value == 0) throw std::invalid_argument(fmt::format("limits.{} must be positive, got 0", field));
   };

@@ -36,6 +36,7 @@
 #include "bashexec/basic_executor.hpp"
 #include "bashexec/impl/basic_executor.hpp"  // composes its own executors, in either mode
 #include "bashexec/errors.hpp"
+#include "bashexec/detail/shared_temp.hpp"
 #include "bashexec/laws/report.hpp"
 #include "bashexec/policies.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
@@ -90,7 +91,8 @@ report check_confinement_laws(const typename Confinement::config& own = {},
   report result;
   detail::scratch_directory workspace(scratch, "bashexec-laws-ws-");
   detail::scratch_directory outside(scratch, "bashexec-laws-out-");
-  const std::filesystem::path in_tmp = fmt::format("/tmp/bashexec-laws-{}-{}", ::getpid(), Confinement::name);
+  // Unpredictable: nobody can plant a link at the name before the command writes it.
+  const std::filesystem::path in_tmp = "/tmp/" + bashexec::detail::random_name("bashexec-laws-");
   struct remove_in_tmp {
     const std::filesystem::path& path;
     ~remove_in_tmp() {

@@ -27,9 +27,10 @@ namespace bashexec::server {
 
 /// The worker slots of a server: each call runs on a thread of its own that
 /// holds one of `max_in_flight` slots, and the reader waits for a free slot
-/// before it reads on. `stop()` (end of input, a signal) wakes every waiter
-/// and requests the stop every call's token sees; `join()` waits for the
-/// calls to answer.
+/// before it reads on. `stop()` (a signal, end of input under MCP) wakes
+/// every waiter and requests the stop every call's token sees; `join()`
+/// waits for the calls to answer. No wait here outlasts the closing flag, so
+/// a writer that gives up on stdout (line_io.hpp) ends them all.
 class call_pool {
  public:
   call_pool(std::size_t max_in_flight, closing_flag& closing) : max_in_flight_(max_in_flight), closing_(closing) {}
@@ -105,11 +106,26 @@ class call_pool {
     }
   }
 
-  /// Wakes every waiter and stops every call; safe from any thread.
+  /// Wakes every waiter (to see the closing flag) and stops every call;
+  /// safe from any thread.
   void stop() noexcept {
+    wake();
+    stop_.request_stop();
+  }
+
+  /// Wakes every waiter, to see the closing flag, without stopping any
+  /// call (the writer, when stdout is gone, from a thread that may be a
+  /// call's own).
+  void wake() noexcept {
     { std::lock_guard lock(mutex_); }  // no waiter misses the closing flag
     changed_.notify_all();
-    stop_.request_stop();
+  }
+
+  /// Waits until no call holds a slot (every call launched so far has
+  /// answered, or waits for a person) or the server is closing.
+  void wait_idle() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return in_flight_ == 0 || closing_.is_set(); });
   }
 
   /// Waits for every call's thread (call `stop` first to hurry them).

@@ -5,8 +5,9 @@
 // threads, at most `max_in_flight` at once (reading pauses while all slots
 // are taken), so a long foreground `bash` never blocks a `bash_output` on
 // the next line. Every output line is written whole under one mutex. End of
-// input or `stop()` ends the reading, aborts the calls in flight and waits
-// for their responses.
+// input ends the reading and waits for the calls in flight to answer (each
+// bounded by its own timeout); `stop()`, or a client that stopped reading
+// (`write_timeout`), ends the reading and aborts the calls in flight.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +42,7 @@ class json_lines_server : public line_transport {
   /// other thread ends it. The executor must outlive this object.
   json_lines_server(Executor& executor, server_options options = {}, int in_fd = STDIN_FILENO,
                     int out_fd = STDOUT_FILENO)
-      : line_transport(in_fd, out_fd, options.max_in_flight, json_lines_fallback_line),
+      : line_transport(in_fd, out_fd, options.max_in_flight, json_lines_fallback_line, options.write_timeout),
         approvals_([this](const nlohmann::json& line) { out_.emit(line); }, options.max_in_flight),
         logs_(std::move(options.session_dir)),
         tools_(executor,
@@ -55,20 +56,27 @@ class json_lines_server : public line_transport {
 
   ~json_lines_server() { finish(); }
 
-  /// Serves until end of input or `stop()`. Then, as the protocol promises:
-  /// no more lines are read, the calls in flight are stopped the way an
-  /// abort stops them, pending approvals are cancelled, and it returns once
-  /// every call has answered (or stdout stopped taking answers). Killing the
+  /// Serves until end of input or `stop()`. Then, as the protocol promises,
+  /// no more lines are read and pending approvals are cancelled (nobody is
+  /// left to answer them). At end of input the calls in flight run on, each
+  /// to its end or its own timeout, and are answered (`serve < requests`
+  /// loses nothing); after `stop()`, or once stdout stopped taking answers
+  /// (`write_timeout`), they are stopped the way an abort stops them. It
+  /// returns once every call has answered or stdout is gone. Killing the
   /// background tasks is the executor's disposal, after this object is gone.
   void serve() {
     const std::size_t max_line_bytes = handler_.limits().max_line_bytes;
-    read_lines(
+    const bool input_ended = read_lines(
         max_line_bytes,
         [&](const std::string& line) {
           out_.emit(response(recover_id(line),
                              fmt::format("request line longer than {} bytes; ignored", max_line_bytes), true));
         },
         [this](const std::string& line) { return handle_line(line); });
+    if (input_ended) {
+      approvals_.close();
+      pool_.wait_idle();  // or `stop()`, or stdout gone
+    }
     finish();
   }
 

@@ -1,8 +1,9 @@
 // server/line_io: the descriptor I/O of the tool servers (json_lines_server,
 // mcp_server): whole lines written under one mutex and bounded reads of one
 // line at a time, both woken by a closing flag so that neither blocks a
-// shutdown. A client that stops reading cannot hold the shutdown hostage: once
-// closing, a line waits at most `patience` for the descriptor.
+// shutdown. A client that stops reading cannot hold the server hostage: a
+// line that waits `write_timeout` without the descriptor taking a byte (or,
+// once closing, `patience` in all) gives up, and the server closes.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -53,24 +55,40 @@ class closing_flag {
 };
 
 /// Writes whole JSON lines to a descriptor (stdout), one writer at a time.
-/// Once the server is closing, a line waits at most `patience` for the
-/// descriptor to take it; after that (or after a write error such as EPIPE)
-/// stdout counts as gone and later lines are dropped: a client that stopped
-/// reading cannot hold the shutdown hostage.
+/// A line gives up when the descriptor takes none of its bytes for
+/// `write_timeout` (the client stopped reading), or when it is still not
+/// written `patience` after the server started closing, or on a write error
+/// such as EPIPE. Then stdout counts as gone: this line and every later one
+/// are dropped, and the closing flag is set (and `on_gone` called) so that
+/// the server shuts down rather than run calls nobody can hear the answers
+/// of: a client that stopped reading cannot hold the server hostage.
 class line_writer {
  public:
+  /// How a line's JSON becomes text (null: nlohmann-json's `dump`).
+  using serializer = std::string (*)(const nlohmann::json&);
+
   /// `fallback` is the line written in place of a null one: what a handler
   /// answers when even its error response could not be built (out of memory).
-  line_writer(int fd, const closing_flag& closing, std::string_view fallback,
+  /// `on_gone` (which must not throw or write) wakes whatever waits for the
+  /// closing flag without polling it.
+  line_writer(int fd, closing_flag& closing, std::string_view fallback, std::function<void()> on_gone = {},
+              std::chrono::milliseconds write_timeout = std::chrono::seconds(30), serializer serialize = nullptr,
               std::chrono::milliseconds patience = std::chrono::seconds(2))
-      : fd_(fd), closing_(closing), fallback_(fallback), patience_(patience) {}
+      : fd_(fd),
+        closing_(closing),
+        fallback_(fallback),
+        on_gone_(std::move(on_gone)),
+        write_timeout_(write_timeout),
+        serialize_(serialize),
+        patience_(patience) {}
 
   /// Never throws; false when the line was dropped.
   bool emit(const nlohmann::json& line) noexcept {
     std::string text;
     try {
       text = fallback_;
-      if (!line.is_null()) text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (!line.is_null())
+        text = serialize_ ? serialize_(line) : line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (...) {
     }
     text += '\n';
@@ -82,44 +100,55 @@ class line_writer {
   bool lost() const noexcept { return gone_.load(); }
 
  private:
+  using clock = std::chrono::steady_clock;
+
   bool write_all(std::string_view text) noexcept {
-    std::optional<std::chrono::steady_clock::time_point> deadline;
+    clock::time_point stalled = clock::now() + write_timeout_;  // no byte taken by then: gone
+    std::optional<clock::time_point> closing_deadline;
     std::size_t done = 0;
     while (done < text.size()) {
       if (gone_.load()) return false;
       pollfd fds[2] = {{fd_, POLLOUT, 0}, {closing_.fd(), POLLIN, 0}};
       nfds_t count = 2;
-      int timeout = -1;
+      const auto now = clock::now();
+      auto deadline = stalled;
       if (closing_.is_set()) {
         count = 1;
-        const auto now = std::chrono::steady_clock::now();
-        if (!deadline) deadline = now + patience_;
-        timeout = static_cast<int>(
-            std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count()));
+        if (!closing_deadline) closing_deadline = now + patience_;
+        deadline = std::min(deadline, *closing_deadline);
       }
+      const int timeout = static_cast<int>(std::clamp<std::int64_t>(
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count(), 0, INT_MAX));
       const int ready = ::poll(fds, count, timeout);
       if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) {  // closing, and stdout did not take the line in time
-        gone_.store(true);
-        return false;
-      }
+      if (ready <= 0) return give_up();  // stdout did not take the line in time
       if (fds[0].revents == 0) continue;  // only the closing flag woke us: wait again, bounded
       // At most PIPE_BUF after POLLOUT: a pipe with room for one page never
-      // blocks such a write, so the bound above holds.
+      // blocks such a write, so the bounds above hold.
       const ssize_t n = ::write(fd_, text.data() + done, std::min<std::size_t>(text.size() - done, PIPE_BUF));
       if (n < 0) {
         if (errno == EINTR || errno == EAGAIN) continue;
-        gone_.store(true);
-        return false;
+        return give_up();
       }
       done += static_cast<std::size_t>(n);
+      stalled = clock::now() + write_timeout_;
     }
     return true;
   }
 
+  bool give_up() noexcept {
+    gone_.store(true);
+    closing_.set();
+    if (on_gone_) on_gone_();
+    return false;
+  }
+
   int fd_;
-  const closing_flag& closing_;
+  closing_flag& closing_;
   std::string_view fallback_;
+  std::function<void()> on_gone_;
+  std::chrono::milliseconds write_timeout_;
+  serializer serialize_;
   std::chrono::milliseconds patience_;
   std::mutex mutex_;
   std::atomic<bool> gone_{false};

@@ -1,6 +1,7 @@
 // server/mcp_calls: the tools/call requests an MCP server has in flight, by
 // request id: a cancellation (`notifications/cancelled`) stops the call and
-// drops its answer, and a call that carries a progress token is told, on
+// drops its answer (and the server kills the background task it started:
+// `started_task`), and a call that carries a progress token is told, on
 // each tick, how long it has run and how many bytes it printed. Once a call
 // is answered neither happens any more.
 #pragma once
@@ -18,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bashexec/run_progress.hpp"
+#include "bashexec/ids.hpp"
 #include "bashexec/server/mcp_protocol.hpp"
+#include "bashexec/tools/bash_tools.hpp"
 
 namespace bashexec::server::mcp {
 
@@ -37,6 +40,14 @@ struct call_state {
   bool done = false;
   double last_progress = 0;
 };
+
+/// The background task a `bash` call's result says it started, if any.
+inline std::optional<task_id> started_task(const tool_result& result) {
+  if (!result.facts || !result.facts->is_object()) return std::nullopt;
+  const auto id = result.facts->find("task_id");
+  if (id == result.facts->end() || !id->is_string()) return std::nullopt;
+  return task_id(id->get<std::string>());
+}
 
 class calls_in_flight {
  public:

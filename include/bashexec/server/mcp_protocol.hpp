@@ -25,7 +25,9 @@
 
 #include "bashexec/server/line_io.hpp"
 #include "bashexec/server/request_parse.hpp"
+#include "bashexec/server/rpc_id.hpp"
 #include "bashexec/tools/approval.hpp"
+#include "bashexec/tools/approval_text.hpp"
 #include "bashexec/tools/bash_tools.hpp"
 #include "bashexec/tools/render.hpp"
 #include "bashexec/tools/utf8.hpp"
@@ -89,12 +91,16 @@ inline std::optional<std::size_t> log_level(const nlohmann::json& name) {
 /// The level of a background-completion notice.
 inline constexpr std::size_t notice_level = 2;
 
-/// MCP ids are strings or integers; JSON-RPC's null and MCP-forbidden types
-/// are still echoed in the error that refuses them.
-inline bool valid_id(const nlohmann::json& id) { return id.is_string() || id.is_number_integer(); }
+/// MCP ids are strings or integers (of any size: one beyond 64 bits is an
+/// exact number, server/rpc_id.hpp); JSON-RPC's null and MCP-forbidden types
+/// are still echoed, exactly, in the error that refuses them.
+inline bool valid_id(const nlohmann::json& id) {
+  return id.is_string() || id.is_number_integer() || is_exact_integer(id);
+}
 
 /// A map key for an id: its JSON text, so that 1 and "1" differ.
 inline std::string id_key(const nlohmann::json& id) {
+  if (const auto* text = exact_number_text(id)) return *text;
   return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -129,14 +135,6 @@ inline nlohmann::json approval_form(const approval_request& request) {
                               "sandboxed as before."},
               {"default", false}}}}},
           {"required", {"approve"}}};
-}
-
-inline std::string approval_message(const approval_request& request) {
-  return fmt::format(
-      "bashexec asks to run one command under {} mode (the session runs under {} mode).\n"
-      "Command: {}\nDescription: {}\nJustification: {}",
-      request.requested_mode, request.current_mode, command_summary(request.command, 4000),
-      command_summary(request.description, 1000), command_summary(request.justification, 1000));
 }
 
 /// The four approval outcomes from an `elicitation/create` answer (the
@@ -179,12 +177,17 @@ inline nlohmann::json notice_message(std::string_view notice) {
                       {{"level", log_levels[notice_level]}, {"logger", "bashexec"}, {"data", to_valid_utf8(notice)}});
 }
 
-/// The `elicitation/create` request `id` that asks about one escalation.
-inline nlohmann::json elicitation_request(const nlohmann::json& id, const approval_request& request,
-                                          std::string_view version) {
-  nlohmann::json params = {{"message", approval_message(request)}, {"requestedSchema", approval_form(request)}};
+/// The `elicitation/create` request `id` that asks about one escalation,
+/// its message the request's `approval_text` (the whole command, hidden
+/// characters escaped); empty when that text is too long to show.
+inline std::optional<nlohmann::json> elicitation_request(const nlohmann::json& id, const approval_request& request,
+                                                         std::string_view version) {
+  auto message = approval_text(request);
+  if (!message) return std::nullopt;
+  nlohmann::json params = {{"message", std::move(*message)}, {"requestedSchema", approval_form(request)}};
   if (at_least(version, "2025-11-25")) params["mode"] = "form";
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", "elicitation/create"}, {"params", std::move(params)}};
+  return nlohmann::json{
+      {"jsonrpc", "2.0"}, {"id", id}, {"method", "elicitation/create"}, {"params", std::move(params)}};
 }
 
 /// The error answering a line that failed the bounded parse: a parse error

@@ -57,7 +57,9 @@ class mcp_server : public line_transport {
   /// any other thread ends it. The executor must outlive this object.
   mcp_server(Executor& executor, mcp_server_options options = {}, int in_fd = STDIN_FILENO,
              int out_fd = STDOUT_FILENO)
-      : line_transport(in_fd, out_fd, options.max_in_flight, mcp::fallback_line),
+      : line_transport(in_fd, out_fd, options.max_in_flight, mcp::fallback_line, options.write_timeout,
+                       &mcp::dump_line),
+        executor_(executor),
         options_(std::move(options)),
         logs_(options_.session_dir),
         log_(logs_.open(options_.session)),
@@ -79,7 +81,7 @@ class mcp_server : public line_transport {
     read_lines(
         max_line_bytes,
         [&](const std::string& line) {
-          out_.emit(mcp::error(recover_id(line), mcp::invalid_request,
+          out_.emit(mcp::error(recover_id(line, /*exact_ids=*/true), mcp::invalid_request,
                                fmt::format("message longer than {} bytes; ignored", max_line_bytes)));
         },
         [this](const std::string& line) { return handle_line(line); });
@@ -103,7 +105,7 @@ class mcp_server : public line_transport {
   bool handle_line(std::string_view line) noexcept {
     try {
       const bool batches = negotiated_batches();
-      parsed_line parsed = parse_request_line(line, options_.limits, /*allow_array=*/true);
+      parsed_line parsed = parse_request_line(line, options_.limits, /*allow_array=*/true, /*exact_ids=*/true);
       if (!parsed.request) {
         out_.emit(mcp::refusal(std::move(parsed)));
         return true;
@@ -276,7 +278,7 @@ class mcp_server : public line_transport {
             std::stop_callback link(pool_.stop_token(), [call] { call->stop.request_stop(); });
             result = runner_.call(work, call->stop.get_token());
           }
-          finish_call(call, std::move(result));
+          finish_call(call, std::move(result), work.tool == bash_tool_name);
         },
         [this, call](std::string_view reason) { finish_call(call, tool_result{std::string(reason), true}); });
     return true;
@@ -285,9 +287,17 @@ class mcp_server : public line_transport {
   // ---- the worker threads -----------------------------------------------
 
   /// The response to a tools/call, unless it was cancelled (then nothing
-  /// follows, as the cancellation utility says). Never throws.
-  void finish_call(const std::shared_ptr<mcp::call_state>& call, tool_result result) noexcept {
+  /// follows, as the cancellation utility says, and a background task the
+  /// call started is killed: the client would never learn its id). Never
+  /// throws.
+  void finish_call(const std::shared_ptr<mcp::call_state>& call, tool_result result, bool bash_call = false) noexcept {
     const bool cancelled = calls_.finish(*call);
+    if (cancelled && bash_call) {
+      try {
+        if (auto task = mcp::started_task(result)) executor_.kill(*task);
+      } catch (...) {  // already settled and forgotten: nothing left to kill
+      }
+    }
     std::optional<nlohmann::json> response;
     if (!cancelled) {
       try {
@@ -315,7 +325,12 @@ class mcp_server : public line_transport {
       version = version_.value_or("");
     }
     auto [id, answer] = questions_.open();
-    out_.emit(mcp::elicitation_request(id, request, version));
+    const auto question = mcp::elicitation_request(id, request, version);
+    if (!question) {  // too long to show (the tool layer refuses it before asking)
+      questions_.settle(id, approval_outcome::unavailable);
+      return approval_outcome::unavailable;
+    }
+    out_.emit(*question);
     // A cancelled call withdraws its question (and tells the client so).
     std::stop_callback withdraw(stop, [this, id = id] {
       if (questions_.settle(id, approval_outcome::cancelled))
@@ -360,6 +375,7 @@ class mcp_server : public line_transport {
     pool_.join();
   }
 
+  Executor& executor_;
   mcp_server_options options_;
   session_logs logs_;
   std::shared_ptr<session_log> log_;

@@ -1,8 +1,10 @@
 // server/options: how a tool server (json_lines_server, mcp_server) serves:
 // who answers escalation questions, how many calls run at once, where the
-// sessions' logs live, the sessions' working directory and the request bounds.
+// sessions' logs live, the sessions' working directory, the request bounds
+// and how long a response may wait for a client that does not read.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 
@@ -29,6 +31,12 @@ struct server_options {
   std::filesystem::path workdir{};
   /// The bounds of one request line.
   request_limits limits{};
+  /// How long one response line may wait for the output descriptor to take
+  /// any byte of it. Past that the client counts as gone (it stopped
+  /// reading): that line and every later one are dropped, and the server
+  /// shuts down as after `stop()` — calls in flight aborted — rather than
+  /// wait for a reader forever (line_io.hpp).
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
 };
 
 }  // namespace bashexec::server

@@ -29,6 +29,7 @@
 #include "bashexec/server/call_runner.hpp"
 #include "bashexec/server/request_parse.hpp"
 #include "bashexec/server/session_logs.hpp"
+#include "bashexec/tools/approval_text.hpp"
 #include "bashexec/tools/bash_tools.hpp"
 #include "bashexec/tools/utf8.hpp"
 
@@ -59,7 +60,12 @@ class approval_desk {
   explicit approval_desk(std::function<void(const nlohmann::json&)> emit, std::size_t max_pending = 32)
       : emit_(std::move(emit)), max_pending_(max_pending) {}
 
+  /// The line carries the request's fields verbatim and, as `text`, the
+  /// question to show a person (`approval_text`: the whole command, hidden
+  /// characters escaped); a request too long to show is `unavailable`.
   approval_outcome ask(const approval_request& request) {
+    auto text = approval_text(request);
+    if (!text) return approval_outcome::unavailable;
     std::future<approval_outcome> answer;
     std::uint64_t number = 0;
     {
@@ -76,7 +82,8 @@ class approval_desk {
              {"description", to_valid_utf8(request.description)},
              {"current_mode", std::string(to_string(request.current_mode))},
              {"requested_mode", std::string(to_string(request.requested_mode))},
-             {"justification", to_valid_utf8(request.justification)}}}});
+             {"justification", to_valid_utf8(request.justification)},
+             {"text", std::move(*text)}}}});
     return answer.get();
   }
 

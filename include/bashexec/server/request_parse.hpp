@@ -15,6 +15,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/server/rpc_id.hpp"
 #include "bashexec/tools/render.hpp"
 #include "bashexec/tools/utf8.hpp"
 
@@ -51,9 +52,15 @@ class request_scan {
 
   bool null() { return scalar(nullptr); }
   bool boolean(bool value) { return scalar(value); }
-  bool number_integer(json::number_integer_t value) { return scalar(value); }
+  // With `exact_ids`, an id nlohmann-json would not hold exactly keeps its
+  // text (server/rpc_id.hpp; `0` arrives unsigned, so a signed one was `-0`).
+  bool number_integer(json::number_integer_t value) {
+    return exact_ids && value == 0 ? scalar(mcp::exact_number("-0")) : scalar(value);
+  }
   bool number_unsigned(json::number_unsigned_t value) { return scalar(value); }
-  bool number_float(json::number_float_t value, const std::string&) { return scalar(value); }
+  bool number_float(json::number_float_t value, const std::string& text) {
+    return exact_ids ? scalar(mcp::exact_number(text)) : scalar(value);
+  }
   bool string(std::string& value) {
     if (id_next()) {
       id = json(std::move(value));
@@ -77,6 +84,8 @@ class request_scan {
     return false;
   }
 
+  /// Keep number ids exactly (the MCP server's JSON-RPC ids).
+  bool exact_ids = false;
   std::size_t max_depth = 0;
   std::size_t values = 0;
   bool top_is_object = false;
@@ -148,10 +157,11 @@ struct parsed_line {
 };
 
 /// The top-level scalar `id` of a (possibly cut, invalid or oversized) line,
-/// or null.
-inline nlohmann::json recover_id(std::string_view line) {
+/// or null; with `exact_ids`, a number kept as its text (server/rpc_id.hpp).
+inline nlohmann::json recover_id(std::string_view line, bool exact_ids = false) {
   try {
     detail::request_scan scan;
+    scan.exact_ids = exact_ids;
     const std::string valid = is_valid_utf8(line) ? std::string(line) : to_valid_utf8(line);
     nlohmann::json::sax_parse(valid, &scan);
     return scan.id.value_or(nullptr);
@@ -162,9 +172,10 @@ inline nlohmann::json recover_id(std::string_view line) {
 
 /// Parses one request line within `limits` (the line length excepted): one
 /// JSON object, or with `allow_array` an object or an array (a JSON-RPC
-/// batch, whose elements the caller checks).
+/// batch, whose elements the caller checks). With `exact_ids`, number ids
+/// keep their text (server/rpc_id.hpp).
 inline parsed_line parse_request_line(std::string_view line, const request_limits& limits = {},
-                                      bool allow_array = false) {
+                                      bool allow_array = false, bool exact_ids = false) {
   parsed_line out;
   using failure = parsed_line::failure;
   if (!is_valid_utf8(line)) {
@@ -175,7 +186,7 @@ inline parsed_line parse_request_line(std::string_view line, const request_limit
       if (n == 0) break;
       at += n;
     }
-    out.id = recover_id(line);
+    out.id = recover_id(line, exact_ids);
     out.why = failure::invalid_utf8;
     out.error = fmt::format(
         "request line is not valid UTF-8 (first invalid byte at offset {}); JSON text must be UTF-8. "
@@ -184,6 +195,7 @@ inline parsed_line parse_request_line(std::string_view line, const request_limit
     return out;
   }
   detail::request_scan scan;
+  scan.exact_ids = exact_ids;
   nlohmann::json::sax_parse(line, &scan);
   if (scan.id) out.id = *scan.id;
   if (scan.error) {
@@ -211,7 +223,7 @@ inline parsed_line parse_request_line(std::string_view line, const request_limit
     return out;
   }
   // Within the limits: the full parse builds a bounded tree.
-  auto request = nlohmann::json::parse(line, nullptr, false);
+  auto request = exact_ids ? mcp::parse_exact_ids(line) : nlohmann::json::parse(line, nullptr, false);
   if (request.is_discarded() || !(request.is_object() || (allow_array && request.is_array()))) {
     out.why = failure::not_object;
     out.error = "malformed request line: expected one JSON object per line";

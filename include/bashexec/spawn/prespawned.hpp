@@ -15,7 +15,10 @@
 //     keeps their contexts alive for later calls; else it is served cold.
 //   - A call whose key has a waiting process takes it (a warm spawn); any
 //     other is served cold by fork_exec — the same child steps — and asks for
-//     a refill. Refill runs on one background thread owned by the policy, off
+//     a refill. A waiting process found stopped or dead is dropped, not
+//     taken; one that does not take its command within the claim's patience
+//     (10 s, or what is left of the call's timeout: launch_plan::deadline)
+//     is dropped with the rest of its key, and the call goes cold. Refill runs on one background thread owned by the policy, off
 //     the caller's path, up to `config::per_key` per key.
 //   - A key nobody asked for in `config::idle_timeout` loses its processes.
 //   - The destructor kills and reaps every waiting process; none of them
@@ -64,7 +67,7 @@ class prespawned {
     std::uint64_t warm = 0;     // calls served by a waiting process
     std::uint64_t cold = 0;     // calls served by fork_exec
     std::uint64_t started = 0;  // waiting processes started
-    std::uint64_t lost = 0;     // waiting processes found dead when taken
+    std::uint64_t lost = 0;     // waiting processes found dead or stopped when taken
   };
 
   prespawned();

@@ -86,7 +86,8 @@ struct call_context {
   const session_log* log = nullptr;
   /// Asked before a call runs under a wider mode; empty: nobody can approve.
   approval_callback approve;
-  /// Aborts a foreground run (the run is then an error result).
+  /// Aborts a foreground run (the run is then an error result); a
+  /// background start it cancels starts nothing (or kills what it started).
   std::stop_token stop;
   /// When set, a foreground run keeps its byte counts there while it runs.
   std::shared_ptr<run_progress> progress;
@@ -262,7 +263,18 @@ class bash_tools {
 
     try {
       if (bash.background) {
+        // A cancelled call starts nothing: its caller would never learn the id.
+        if (context.stop.stop_requested())
+          return error("the call was cancelled, so its background task did not start; nothing ran");
         const task_id id = detail::task_id_of(executor_.start(spec));
+        if (auto failure = start_error(id))  // settled already, as killed: say so now, not at its first read
+          return error(fmt::format("the command could not be run: {}; background task {} settled as killed",
+                                   to_valid_utf8(*failure), to_valid_utf8(id.value())));
+        if (context.stop.stop_requested()) {
+          executor_.kill(id);
+          return error(fmt::format("the call was cancelled as its background task started; task {} was killed",
+                                   to_valid_utf8(id.value())));
+        }
         return tool_result{render_started(id), false,
                            nlohmann::json{{"task_id", to_valid_utf8(id.value())}, {"status", "running"}}};
       }
@@ -275,6 +287,16 @@ class bash_tools {
       return error(fmt::format("the command could not be run: {}", to_valid_utf8(e.what())));
     } catch (const std::invalid_argument& e) {
       return error(fmt::format("invalid request: {}", to_valid_utf8(e.what())));
+    }
+  }
+
+  /// Why task `id`, just started, did not run; empty when it did (or when
+  /// it is no longer known).
+  std::optional<std::string> start_error(const task_id& id) const noexcept {
+    try {
+      return executor_.get(id).start_error;
+    } catch (...) {
+      return std::nullopt;
     }
   }
 

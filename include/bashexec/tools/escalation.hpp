@@ -15,6 +15,7 @@
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_log.hpp"
 #include "bashexec/tools/approval.hpp"
+#include "bashexec/tools/approval_text.hpp"
 #include "bashexec/tools/arguments.hpp"
 
 namespace bashexec {
@@ -79,14 +80,16 @@ inline std::optional<std::string> not_wider_refusal(const escalation& wider, san
 }
 
 /// Asks `approve` (empty: nobody can approve) whether `request` may run;
-/// empty when it may, otherwise the refusal the model is shown. An approver
-/// that throws counts as `unavailable`.
+/// empty when it may, otherwise the refusal the model is shown. A request
+/// too long to show in full (`approval_text`) is refused before anyone is
+/// asked. An approver that throws counts as `unavailable`.
 inline std::optional<std::string> ask_approval(const approval_callback& approve, const approval_request& request) {
   if (!approve)
     return fmt::format(
         "running this command under \"{}\" needs a person's approval, but nobody can approve requests in this "
         "session; the command did not run",
         request.requested_mode);
+  if (!approval_text(request)) return approval_too_long_refusal(request);
   approval_outcome outcome = approval_outcome::unavailable;
   try {
     outcome = approve(request);

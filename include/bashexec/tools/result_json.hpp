@@ -44,7 +44,8 @@ inline nlohmann::json to_json(const sandbox_info& info) {
   return {{"mode", std::string(to_string(info.mode))},
           {"denied", info.denied},
           {"enforcement", info.level ? nlohmann::json(std::string(to_string(*info.level))) : nlohmann::json(nullptr)},
-          {"runner_failed", info.runner_failed}};
+          {"runner_failed", info.runner_failed},
+          {"backend", info.backend.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(info.backend))}};
 }
 
 inline nlohmann::json to_json(const run_result& result) {

@@ -31,18 +31,18 @@
 namespace bashexec {
 
 BASHEXEC_DECL bwrap::bwrap(const sandbox_config& shared, const config& own)
-    : bwrap_style(shared),
-      configured_(own.program),
-      program_(detail::find_program(own.program)),
-      setpriv_(::geteuid() == 0 ? detail::find_program("setpriv") : std::nullopt) {}
+    : bwrap_style(shared), program_(detail::lookup_trusted_program(own.program)) {
+  own.validate();
+  if (::geteuid() == 0) setpriv_ = detail::lookup_trusted_program(own.setpriv);
+}
 
 BASHEXEC_DECL confined_launch bwrap::prepare(sandbox_mode mode, const std::filesystem::path& root,
                                              launch_plan& plan) const {
   confined_launch launch = confined_launch_for(name, mode);
-  if (!program_)
-    throw sandbox_unavailable(
-        mode, fmt::format("bwrap cannot confine {} mode: bubblewrap program \"{}\" not found or not executable; {}",
-                          mode, configured_.string(), remedy));
+  require_trusted(program_, name, mode, root, "the bubblewrap program", remedy);
+  if (setpriv_)
+    require_trusted(*setpriv_, name, mode, root, "the setpriv program (bwrap as root needs it)",
+                    "install util-linux or set bwrap::config::setpriv to its path");
 
   detail::pipe_pair status = detail::make_status_pipe();
   const std::size_t status_fd = 3 + plan.inherited_fds.size();
@@ -50,9 +50,10 @@ BASHEXEC_DECL confined_launch bwrap::prepare(sandbox_mode mode, const std::files
 
   std::vector<std::string> setpriv;  // root: empty the bounding set too (see the header comment)
   if (setpriv_)
-    setpriv = {"--cap-add", "CAP_SETPCAP", "--", setpriv_->string(), "--bounding-set=-all", "--inh-caps=-all",
+    setpriv = {"--cap-add", "CAP_SETPCAP", "--", setpriv_->path->string(), "--bounding-set=-all", "--inh-caps=-all",
                "--ambient-caps=-all"};
-  wrap(plan, mode, root, {program_->string(), "--json-status-fd", std::to_string(status_fd)}, std::move(setpriv));
+  wrap(plan, mode, root, {program_.path->string(), "--json-status-fd", std::to_string(status_fd)},
+       std::move(setpriv));
 
   launch.status = std::move(status.read);
   launch.keep_alive = std::make_shared<detail::unique_fd>(std::move(status.write));

@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/seccomp_filter.hpp"
 
 namespace bashexec {
@@ -108,15 +109,41 @@ BASHEXEC_DECL confined_launch landlock::prepare(sandbox_mode mode, const std::fi
   ruleset->fd = build_ruleset(mode, root, version, network);
   ruleset->number = ruleset->fd.get();
   ruleset->user_namespace = !privileged() && detail::user_namespace_available();
+  // A spill directory under a granted root (a workspace of `/`) is bound
+  // read-only like a protected path; where that cannot be done, the spawn is
+  // refused rather than let the command write it.
+  for (const auto& path : plan.read_only_paths) {
+    if (mode != sandbox_mode::workspace_write || !detail::writable_root_holding(path, root)) continue;
+    if (!can_bind_read_only())
+      throw sandbox_unavailable(
+          mode, fmt::format("the spill directory {} lies under {}, which workspace-write grants, and Landlock cannot "
+                            "bind it read-only here (not privileged, no user namespace): choose a workspace root "
+                            "or spill_parent that does not hold it",
+                            path.string(), detail::writable_root_holding(path, root)->string()));
+    ruleset->read_only_binds.push_back(path.string());
+  }
   if (mode == sandbox_mode::workspace_write && can_bind_read_only()) {
-    for (const auto& path : detail::existing_protected_paths(root, protected_))
+    for (const auto& path : detail::protected_locations(root, protected_, scan_limit_))
       ruleset->read_only_binds.push_back(path.string());
+    // The binds refuse a write with EROFS, not Landlock's EACCES: the
+    // engine counts that dialect as a denial too for this spawn.
+    launch.read_only_binds = !ruleset->read_only_binds.empty();
     for (const auto& path : ruleset->read_only_binds) ruleset->read_only_bind_names.push_back(path.c_str());
   }
 
   plan.hooks.add(pre_exec_hook{&detail::landlock_apply, ruleset.get(), hook_stage(*ruleset)});
   launch.keep_alive = std::move(ruleset);
   return launch;
+}
+
+BASHEXEC_DECL bool landlock::leaves_protected_path_writable(sandbox_mode mode,
+                                                             const std::filesystem::path& root) const {
+  if (mode != sandbox_mode::workspace_write || can_bind_read_only()) return false;
+  try {
+    return !detail::protected_locations(root, protected_, scan_limit_).empty();
+  } catch (const sandbox_unavailable&) {
+    return true;  // not even found: certainly not bound
+  }
 }
 
 BASHEXEC_DECL const char* landlock::hook_stage(const detail::landlock_ruleset& ruleset) noexcept {

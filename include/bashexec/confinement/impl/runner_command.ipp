@@ -46,7 +46,7 @@ BASHEXEC_DECL runner_command::runner_command(const sandbox_config& shared, const
         "runner_command.failure_signatures must not be empty (how else is a runner failure told from a "
         "failing command?)");
   own.validate();
-  program_ = detail::find_program(argv_.front());
+  program_ = detail::lookup_trusted_program(argv_.front());
 }
 
 BASHEXEC_DECL confined_launch runner_command::prepare(sandbox_mode mode, const std::filesystem::path& root,
@@ -54,15 +54,16 @@ BASHEXEC_DECL confined_launch runner_command::prepare(sandbox_mode mode, const s
   confined_launch launch = confined_launch_for(name, mode);
   if (plan.argv.empty()) throw std::invalid_argument("runner_command: the launch plan has no argv");
 
+  const std::string refusal = detail::program_refusal(program_, root);
   std::vector<std::string> argv;
-  if (program_) {
-    argv.push_back(program_->string());
+  if (refusal.empty()) {
+    argv.push_back(program_.path->string());
   } else {
-    // Let the shell fail to exec it (see the header comment) and leave a
-    // marker saying so in the status channel.
-    argv = {plan.argv.front(), "-c", "exec \"$@\"", "bashexec-runner", argv_.front()};
+    // Fail through the shell (see the header comment) and leave a marker
+    // saying why in the status channel. Nothing is executed by name.
+    const std::string text = fmt::format("runner {} refused: {}", argv_.front(), refusal);
+    argv = {plan.argv.front(), "-c", "printf '%s\\n' \"$1\" >&2; exit 127", "bashexec-runner", text};
     detail::pipe_pair marker = detail::make_status_pipe();
-    const std::string text = fmt::format("runner {} not found or not executable", argv_.front());
     if (::write(marker.write.get(), text.data(), text.size()) < 0) detail::throw_syscall("write");
     launch.status = std::move(marker.read);
   }

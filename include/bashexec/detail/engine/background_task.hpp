@@ -96,12 +96,14 @@ class background_task final : public reactor::client {
   void abandon(std::string_view reason) {
     std::lock_guard lock(mutex_);
     child_.reset();  // child_run's destructor kills the group and reaps the shell
+    snapshot_.start_error = fmt::format("the executor could not watch it ({}), so it was killed", reason);
     spawn_error_ = fmt::format("bashexec: could not watch the command: {}\n", reason);
   }
 
   /// A spawn that failed: the task is settled as killed, the reason in its
   /// stderr; under a confinement that is a runner failure.
   void fail_to_start(std::string_view reason, const prepared_launch& launch, bool confined) {
+    snapshot_.start_error = std::string(reason);
     spawn_error_ = fmt::format("bashexec: could not start the command: {}\n", reason);
     snapshot_.sandbox = launch.info;
     snapshot_.containment = launch.containment;

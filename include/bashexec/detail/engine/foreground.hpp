@@ -109,6 +109,10 @@ template <class Collector, class Spawn, class Confinement>
 run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_launch launch,
                           const Confinement& confinement, std::string_view confinement_name,
                           const launch_builder& builder) {
+  const executor_config& config = builder.config();
+  // The timeout bounds the spawn too: whatever it waits for counts.
+  const auto deadline = clock::now() + std::min(spec.timeout, config.max_timeout);
+  launch.plan.deadline = deadline;
   process_handle process;
   try {
     process = spawn_checked(spawner, launch.plan);
@@ -118,12 +122,10 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
     throw;
   }
   launch.release_child_ends();
-  const executor_config& config = builder.config();
-  const auto started = clock::now();
   child_run<Collector> child(std::move(process), std::move(launch.pipes), spec.stdin_data.value_or(std::string{}),
                              Collector(spec.stdout_max_bytes, builder.spills(), output_stream::out),
                              Collector(config.output_cap, builder.spills(), output_stream::err),
-                             foreground_timing(config, launch), started + std::min(spec.timeout, config.max_timeout),
+                             foreground_timing(config, launch), deadline,
                              std::move(launch.cgroup));
   drive_until_settled(child, spec.stop, spec.progress.get());
 

@@ -18,6 +18,7 @@
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/environment.hpp"
 #include "bashexec/detail/executor_cgroup.hpp"
 #include "bashexec/detail/linkage.hpp"
@@ -45,7 +46,10 @@ BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads);
 
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir);
 
-BASHEXEC_DECL void require_executable(const std::filesystem::path& shell);
+/// Why `shell` must not run for this executor: not an absolute path, not
+/// found, not trusted (detail/find_program.hpp), or under a root a confined
+/// command may write (so a command could replace it); empty when it may.
+BASHEXEC_DECL std::string shell_refusal(const std::filesystem::path& shell, const std::filesystem::path& workspace_root);
 
 /// One spawn, ready for the spawn policy, and what the parent keeps of it.
 struct prepared_launch {
@@ -120,12 +124,16 @@ class launch_builder {
       p.child_in = std::move(in.child);
     }
     p.plan.argv = {config_.shell.string(), "-c", spec.command};
-    p.plan.env = child_environment(spec.env ? &*spec.env : nullptr);
+    p.plan.env = child_environment(spec.env ? &*spec.env : nullptr, config_.scrub);
     p.plan.workdir = spec.workdir;
     p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
     p.plan.stdout_fd = p.child_out.get();
     p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = plan_limits(config_.limits);
+    // A spill directory under a root workspace-write grants (a workspace of
+    // `/`) is made before such a spawn, so that it is bound read-only.
+    if (confine_under == sandbox_mode::workspace_write && writable_root_holding(spills_.parent(), workspace_root_))
+      spills_.ensure();
     if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
     if (cgroups_) {
       p.cgroup.emplace(cgroups_->acquire());
@@ -135,18 +143,33 @@ class launch_builder {
     if constexpr (Confinement::confines) {
       if (confine_under) {
         p.confined = confinement.prepare(*confine_under, workspace_root_, p.plan);
+        p.confined->info.backend = backend_name(confinement);
         p.info = p.confined->info;
         if (p.confined->pid_namespace) p.containment = containment_mechanism::pid_namespace;
       } else {
-        p.info = sandbox_info{sandbox_mode::danger_full_access, false, std::nullopt, false};  // unwrapped
+        p.info.emplace();  // unwrapped: no enforcement, no backend
+        p.info->mode = sandbox_mode::danger_full_access;
       }
     }
     return p;
   }
 
  private:
+  /// The backend that confines: a chain's selected candidate, else the
+  /// policy itself.
+  template <class Confinement>
+  static std::string_view backend_name(const Confinement& confinement) {
+    if constexpr (requires { confinement.selected_name(); })
+      return confinement.selected_name();
+    else
+      return Confinement::name;
+  }
+
   const executor_config& config_;
   const std::filesystem::path& workspace_root_;
+  /// Why the configured shell must not run (detail/find_program.hpp),
+  /// decided once; empty when it may.
+  std::string shell_refusal_;
   spill_directory& spills_;
   std::shared_ptr<executor_cgroup> cgroups_;
   unique_fd dev_null_;

@@ -1,7 +1,10 @@
 // detail/engine/spill_placement: where an executor's spill directory goes.
 // A confining executor keeps spill files outside every root a confined
-// command may write — Landlock cannot make a path read-only inside a root it
-// grants — so nothing a command runs can write, rename or remove them.
+// command may write when it can, so nothing a command runs can write,
+// rename or remove them. Where every place lies under one (a workspace of
+// `/`), a workspace-write spawn makes the directory first and binds it
+// read-only at its own path (bwrap always; Landlock in its private mount
+// namespace, and refuses the spawn where it cannot make one).
 #pragma once
 
 #include <filesystem>
@@ -9,17 +12,14 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/writable_roots.hpp"
 
 namespace bashexec::detail {
 
-/// The writable root (/tmp or the workspace, as workspace-write grants
-/// them) that `path` lies under, if any.
-BASHEXEC_DECL std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
-                                                                         const std::filesystem::path& workspace_root);
-
-/// The spill parent: a confining executor refuses a configured one under a
-/// writable root (std::invalid_argument naming spill_parent) and skips such
-/// default candidates.
+/// The spill parent: the configured one, else the first default candidate
+/// outside every writable root (for a confining executor), else the first.
+/// A workspace-write spawn binds a spill directory under a writable root
+/// read-only (launch_builder).
 BASHEXEC_DECL std::filesystem::path choose_spill_parent(const executor_config& config,
                                                         const std::filesystem::path& workspace_root, bool confining);
 

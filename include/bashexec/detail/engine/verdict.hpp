@@ -2,8 +2,9 @@
 // decided in one place for the foreground driver and the background task.
 // A non-zero exit (not a signal) of a confined run is first a runner
 // failure — the confinement itself failed and the command never ran — else,
-// when stderr speaks the backend's denial dialect, a denial. A runner that
-// died of a signal after reporting the command's exit code gives the
+// when stderr speaks the backend's denial dialect (or, in a spawn with
+// read-only binds its dialect does not cover, EROFS's), a denial. A runner
+// that died of a signal after reporting the command's exit code gives the
 // command's own end (`command_exit`). The foreground
 // throws `sandbox_unavailable` for a runner failure; a background task
 // stamps `runner_failed`.
@@ -16,6 +17,7 @@
 #include "bashexec/confinement.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/pidfd.hpp"
+#include "bashexec/detail/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/result.hpp"
 
@@ -39,15 +41,18 @@ verdict classify(const Confinement& confinement, std::optional<confined_launch>&
                  std::string_view err, std::string_view out) {
   verdict v;
   if constexpr (Confinement::confines) {
+    auto denial = [&] {
+      return confinement.is_denial(err) || (launch->read_only_binds && icontains(err, read_only_bind_dialect));
+    };
     if (launch && exit.exit_code && *exit.exit_code != 0) {
       v.runner_failure = confinement.runner_failure(*launch, err, out);
-      if (!v.runner_failure) v.denied = confinement.is_denial(err);
+      if (!v.runner_failure) v.denied = denial();
     }
     if constexpr (requires { confinement.reported_exit_code(*launch); }) {
       if (launch && exit.signal) {
         if (const std::optional<int> code = confinement.reported_exit_code(*launch)) {
           v.command_exit = exit_facts{code, std::nullopt};
-          v.denied = *code != 0 && confinement.is_denial(err);
+          v.denied = *code != 0 && denial();
         }
       }
     }

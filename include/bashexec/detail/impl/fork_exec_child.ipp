@@ -17,38 +17,34 @@
 
 #include "bashexec/detail/unique_fd.hpp"
 
-// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation.
-#if defined(__GNUC__) || defined(__clang__)
-#define BASHEXEC_DETAIL_VFORK_CHILD __attribute__((no_sanitize_address))
-#else
-#define BASHEXEC_DETAIL_VFORK_CHILD
-#endif
-
 namespace bashexec::detail {
 
 // The child's steps are raw system calls (see the file comment): syscall()
 // sets errno on failure — in the suspended parent thread's slot under
 // CLONE_VM, which is accepted — and touches nothing else.
 
-BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD void child_exit(int code) noexcept {
-  for (;;) ::syscall(SYS_exit_group, code);
+BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_exit(int code) noexcept {
+  for (;;) {
+    child_barrier();
+    ::syscall(SYS_exit_group, code);
+  }
 }
 
-BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD void child_fail(int error_fd, child_stage stage, int error,
-                                                          int index) noexcept {
+BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_fail(int error_fd, child_stage stage, int error,
+                                                  int index) noexcept {
   const child_report report{stage, error, index};
   while (::syscall(SYS_write, error_fd, &report, sizeof report) < 0 && errno == EINTR) {
   }
   child_exit(127);
 }
 
-BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD int child_main(void* arg) noexcept {
+BASHEXEC_DECL BASHEXEC_CHILD_CODE int child_main(void* arg) noexcept {
   const child_context& ctx = *static_cast<const child_context*>(arg);
   child_enter(ctx);
   child_finish(ctx);
 }
 
-BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD void child_enter(const child_context& ctx) noexcept {
+BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_enter(const child_context& ctx) noexcept {
   const int error_fd = ctx.error_fd;
   if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
   // "0" is "the writing process"; a vfork child is its own thread group, so
@@ -75,7 +71,7 @@ BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD void child_enter(const child_context& 
       child_fail(error_fd, child_stage::hook, error, i);
 }
 
-BASHEXEC_DECL BASHEXEC_DETAIL_VFORK_CHILD void child_finish(const child_context& ctx) noexcept {
+BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_finish(const child_context& ctx) noexcept {
   int error_fd = ctx.error_fd;
   // Move the error pipe and every source above the target range before any
   // renumbering, so a source that already sits on a target number is not
@@ -145,5 +141,3 @@ BASHEXEC_DECL vfork_stack::vfork_stack() {
 BASHEXEC_DECL vfork_stack::~vfork_stack() { ::munmap(base_, size_); }
 
 }  // namespace bashexec::detail
-
-#undef BASHEXEC_DETAIL_VFORK_CHILD

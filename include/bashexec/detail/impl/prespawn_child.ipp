@@ -12,19 +12,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation.
-#if defined(__GNUC__) || defined(__clang__)
-#define BASHEXEC_DETAIL_WAITER __attribute__((no_sanitize_address))
-#else
-#define BASHEXEC_DETAIL_WAITER
-#endif
-
 namespace bashexec::detail {
 
 namespace prespawn {
 
 /// Closes every descriptor except `keep` (step 2).
-BASHEXEC_DETAIL_WAITER inline void close_all_but(int keep) noexcept {
+BASHEXEC_CHILD_CODE inline void close_all_but(int keep) noexcept {
   const bool done = (keep == 0 || ::syscall(sys_close_range, 0U, static_cast<unsigned>(keep - 1), 0U) == 0) &&
                     ::syscall(sys_close_range, static_cast<unsigned>(keep + 1), ~0U, 0U) == 0;
   if (done) return;
@@ -38,7 +31,7 @@ BASHEXEC_DETAIL_WAITER inline void close_all_but(int keep) noexcept {
 
 }  // namespace prespawn
 
-BASHEXEC_DECL BASHEXEC_DETAIL_WAITER int waiting_child_main(void* arg) noexcept {
+BASHEXEC_DECL BASHEXEC_CHILD_CODE int waiting_child_main(void* arg) noexcept {
   waiter_control& control = *static_cast<waiter_control*>(arg);
   const int channel = control.channel;
   child_enter(control.enter);
@@ -94,5 +87,3 @@ BASHEXEC_DECL BASHEXEC_DETAIL_WAITER int waiting_child_main(void* arg) noexcept 
 }
 
 }  // namespace bashexec::detail
-
-#undef BASHEXEC_DETAIL_WAITER

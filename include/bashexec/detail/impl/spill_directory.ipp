@@ -9,29 +9,12 @@
 #include <system_error>
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/core.h>
 
 namespace bashexec::detail {
-
-BASHEXEC_DECL std::string random_name(std::string_view prefix) {
-  unsigned char bytes[16];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_syscall("getrandom");
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  std::string name(prefix);
-  for (unsigned char b : bytes) name += fmt::format("{:02x}", b);
-  return name;
-}
 
 BASHEXEC_DECL std::vector<std::filesystem::path> default_spill_parents() {
   std::vector<std::filesystem::path> candidates;
@@ -51,23 +34,20 @@ BASHEXEC_DECL std::vector<std::filesystem::path> default_spill_parents() {
 }
 
 BASHEXEC_DECL spill_directory::~spill_directory() {
-  if (!keep_ && !path_.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
+  if (!keep_ && dir_fd_) remove_tree_at(parent_fd_.get(), path_.filename().string());
 }
 
 BASHEXEC_DECL std::pair<unique_fd, std::filesystem::path> spill_directory::create_file(std::string_view stream) {
   std::lock_guard lock(mutex_);
   ensure_directory();
   for (int attempt = 0; attempt < 8; ++attempt) {
-    auto path = path_ / fmt::format("{}-{}", random_name("spill-"), stream);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const auto name = fmt::format("{}-{}", random_name("spill-"), stream);
+    int fd = ::openat(dir_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
       ::fchmod(fd, 0600);  // exact mode whatever the umask
-      return {unique_fd(fd), std::move(path)};
+      return {unique_fd(fd), path_ / name};
     }
-    if (errno != EEXIST) throw_syscall(fmt::format("open spill file {}", path.string()));
+    if (errno != EEXIST) throw_syscall(fmt::format("open spill file {}", (path_ / name).string()));
   }
   throw infrastructure_error("spill file: could not create a unique name");
 }
@@ -76,8 +56,7 @@ BASHEXEC_DECL bool spill_directory::charge(std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
   total_ += bytes;
   while (total_ > budget_ && !settled_.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove(settled_.front().path, ignored);
+    ::unlinkat(dir_fd_.get(), settled_.front().path.filename().c_str(), 0);
     total_ -= settled_.front().bytes;
     settled_.pop_front();
   }
@@ -91,6 +70,11 @@ BASHEXEC_DECL void spill_directory::release(std::uint64_t bytes) {
   total_ -= std::min(total_, bytes);
 }
 
+BASHEXEC_DECL void spill_directory::remove_file(const std::filesystem::path& file) noexcept {
+  std::lock_guard lock(mutex_);
+  if (dir_fd_) ::unlinkat(dir_fd_.get(), file.filename().c_str(), 0);
+}
+
 BASHEXEC_DECL void spill_directory::settled(const std::filesystem::path& file, std::uint64_t bytes) {
   std::lock_guard lock(mutex_);
   settled_.push_back({file, bytes});
@@ -100,8 +84,7 @@ BASHEXEC_DECL void spill_directory::forget(const std::filesystem::path& file) {
   std::lock_guard lock(mutex_);
   auto it = std::find_if(settled_.begin(), settled_.end(), [&](const entry& e) { return e.path == file; });
   if (it == settled_.end()) return;  // removed earlier to make room
-  std::error_code ignored;
-  std::filesystem::remove(it->path, ignored);
+  ::unlinkat(dir_fd_.get(), it->path.filename().c_str(), 0);
   total_ -= std::min(total_, it->bytes);
   settled_.erase(it);
 }
@@ -111,15 +94,28 @@ BASHEXEC_DECL std::filesystem::path spill_directory::path() const {
   return path_;
 }
 
+BASHEXEC_DECL std::filesystem::path spill_directory::ensure() {
+  std::lock_guard lock(mutex_);
+  ensure_directory();
+  return path_;
+}
+
+BASHEXEC_DECL std::filesystem::path spill_directory::parent() const {
+  return parent_.empty() ? default_spill_parents().front() : parent_;
+}
+
 BASHEXEC_DECL void spill_directory::ensure_directory() {
   if (!path_.empty()) return;
-  auto base = parent_.empty() ? default_spill_parents().front() : parent_;
-  // mkdtemp randomises exactly the trailing six X's (more would stay
-  // literal X's), so the unpredictable part is our own getrandom name and
-  // mkdtemp only adds its suffix and the atomic, exclusive 0700 mkdir.
-  std::string templ = (base / random_name("bashexec-").substr(0, 21)).string() + "-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) throw_syscall(fmt::format("mkdtemp {}", templ));
-  path_ = templ;  // mkdtemp creates it 0700
+  const auto base = parent();
+  unique_fd parent_fd = open_directory(base);
+  if (!parent_fd) throw_syscall(fmt::format("open spill parent {}", base.string()));
+  if (auto problem = shared_parent_problem(parent_fd.get()); !problem.empty())
+    throw infrastructure_error(fmt::format("spill parent {}: {}", base.string(), problem));
+  sweep_dead_owners(parent_fd.get(), spill_dir_prefix);
+  auto [dir_fd, name] = make_stamped_directory(parent_fd.get(), keep_ ? kept_spill_dir_prefix : spill_dir_prefix);
+  parent_fd_ = std::move(parent_fd);
+  dir_fd_ = std::move(dir_fd);
+  path_ = base / name;
 }
 
 }  // namespace bashexec::detail

@@ -4,7 +4,6 @@
 #include "bashexec/detail/spill_file.hpp"
 
 #include <cerrno>
-#include <system_error>
 
 #include <unistd.h>
 
@@ -40,8 +39,7 @@ BASHEXEC_DECL void spill_file::write(const char* data, std::size_t size) {
 BASHEXEC_DECL void spill_file::give_up() {
   failed_ = true;
   fd_.reset();
-  std::error_code ignored;
-  std::filesystem::remove(path_, ignored);
+  directory_->remove_file(path_);
   directory_->release(bytes_);
   bytes_ = 0;
 }

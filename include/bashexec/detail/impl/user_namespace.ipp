@@ -17,17 +17,9 @@
 
 #include "bashexec/detail/fork_exec_child.hpp"
 
-// Code that runs in the CLONE_VM child: no AddressSanitizer instrumentation
-// (see detail/fork_exec_child.hpp, "Sanitizers").
-#if defined(__GNUC__) || defined(__clang__)
-#define BASHEXEC_DETAIL_USERNS_CHILD __attribute__((no_sanitize_address))
-#else
-#define BASHEXEC_DETAIL_USERNS_CHILD
-#endif
-
 namespace bashexec::detail {
 
-BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept {
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int write_proc_self_file(const char* path, const char* text, std::size_t length) noexcept {
   const long fd = ::syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   const long written = ::syscall(SYS_write, fd, text, length);
@@ -36,7 +28,7 @@ BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL int write_proc_self_file(const char* 
   return error;
 }
 
-BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL std::size_t format_identity_map(char* out, unsigned long id) noexcept {
+BASHEXEC_CHILD_CODE BASHEXEC_DECL std::size_t format_identity_map(char* out, unsigned long id) noexcept {
   char digits[24];
   std::size_t n = 0;
   do {
@@ -53,7 +45,7 @@ BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL std::size_t format_identity_map(char*
   return length;
 }
 
-BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL int enter_own_user_namespace() noexcept {
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int enter_own_user_namespace() noexcept {
   const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
   const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return errno;
@@ -69,11 +61,14 @@ BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL int enter_own_user_namespace() noexce
   return error == EACCES || error == EPERM ? 0 : error;
 }
 
-BASHEXEC_DETAIL_USERNS_CHILD BASHEXEC_DECL int user_namespace_probe_child(void*) noexcept {
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int user_namespace_probe_child(void*) noexcept {
   int error = enter_own_user_namespace();
   if (error == 0 && ::syscall(SYS_unshare, CLONE_NEWNS) != 0) error = errno;
   if (error == 0 && ::syscall(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) error = errno;
-  for (;;) ::syscall(SYS_exit_group, error == 0 ? 0 : (error & 0xff) == 0 ? 255 : error & 0xff);
+  // Returned, not passed to an exit loop here: glibc's clone() ends the
+  // child with this value (raw exit), and a function that returns keeps
+  // its result (detail/fork_exec_child.hpp, "The optimiser").
+  return error == 0 ? 0 : (error & 0xff) == 0 ? 255 : error & 0xff;
 }
 
 BASHEXEC_DECL bool user_namespace_available() noexcept {
@@ -98,5 +93,3 @@ BASHEXEC_DECL bool user_namespace_available() noexcept {
 }
 
 }  // namespace bashexec::detail
-
-#undef BASHEXEC_DETAIL_USERNS_CHILD

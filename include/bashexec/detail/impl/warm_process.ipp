@@ -185,6 +185,18 @@ BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_pla
   throw_child_failure(plan, workdir, report);
 }
 
+BASHEXEC_DECL bool warm_process::waiting() const noexcept {
+  if (!pidfd_) return false;
+  siginfo_t info{};
+  int r;
+  while ((r = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
+                       WEXITED | WSTOPPED | WNOHANG | WNOWAIT)) < 0 &&
+         errno == EINTR) {
+  }
+  if (r < 0) return true;  // cannot tell: the claim's patience decides
+  return info.si_pid == 0;
+}
+
 BASHEXEC_DECL void warm_process::discard() noexcept {
   channel_.reset();
   if (pidfd_) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -80,7 +81,10 @@ struct prespawned::pool {
            plan.inherited_fds.size() + 3 <= static_cast<std::size_t>(detail::max_claim_fds);
   }
 
-  std::optional<detail::warm_process> take(const launch_plan& plan) {
+  /// A waiting process for `plan`'s key, if one is; the stopped or dead
+  /// ones found on the way go to `dropped` (to be reaped outside the lock),
+  /// so that no later call meets them.
+  std::optional<detail::warm_process> take(const launch_plan& plan, std::vector<detail::warm_process>& dropped) {
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex);
     auto found = std::find_if(keys.begin(), keys.end(), [&](const auto& entry) { return entry->matches(plan); });
@@ -99,13 +103,24 @@ struct prespawned::pool {
     }
     auto& entry = **found;
     entry.last_used = now;
-    if (entry.ready.empty()) {
-      wake.notify_one();
-      return std::nullopt;
+    while (!entry.ready.empty()) {
+      detail::warm_process process = std::move(entry.ready.front());
+      entry.ready.pop_front();
+      if (process.waiting()) return process;
+      ++totals.lost;
+      dropped.push_back(std::move(process));
     }
-    detail::warm_process process = std::move(entry.ready.front());
-    entry.ready.pop_front();
-    return process;
+    wake.notify_one();
+    return std::nullopt;
+  }
+
+  /// Every waiting process of `plan`'s key, into `dropped`: one of them did
+  /// not take its command in time, and the others were exposed alike.
+  void drop_key(const launch_plan& plan, std::vector<detail::warm_process>& dropped) {
+    std::lock_guard lock(mutex);
+    for (const auto& entry : keys)
+      if (entry->matches(plan))
+        for (; !entry->ready.empty(); entry->ready.pop_front()) dropped.push_back(std::move(entry->ready.front()));
   }
 
   bool wait_until_warm(std::chrono::milliseconds timeout) {
@@ -197,8 +212,15 @@ BASHEXEC_DECL prespawned::~prespawned() = default;
 BASHEXEC_DECL process_handle prespawned::spawn(const launch_plan& plan) const {
   if (plan.argv.empty()) throw std::invalid_argument("launch_plan.argv must not be empty");
   refuse_unsupported<prespawned>(plan);
+  // A call's timeout bounds its wait for a waiting process too.
+  int patience_ms = detail::warm_process::default_patience_ms;
+  if (plan.deadline) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*plan.deadline - std::chrono::steady_clock::now());
+    patience_ms = static_cast<int>(std::clamp<std::int64_t>(left.count(), 1, patience_ms));
+  }
+  std::vector<detail::warm_process> dropped;  // reaped when this returns, outside the pool's lock
   for (;;) {
-    std::optional<detail::warm_process> process = pool_->take(plan);
+    std::optional<detail::warm_process> process = pool_->take(plan, dropped);
     if (!process) break;
     // The refill waits until this claim is done: starting the next process
     // meanwhile would compete with this one for the CPU.
@@ -207,14 +229,18 @@ BASHEXEC_DECL process_handle prespawned::spawn(const launch_plan& plan) const {
       ~refill_after() { p.wake.notify_one(); }
     } refill{*pool_};
     const auto claimed_at = std::chrono::steady_clock::now();
-    if (auto handle = std::move(*process).claim(plan)) {
+    if (auto handle = std::move(*process).claim(plan, patience_ms)) {
       pool_->count(&counters::warm);
       return std::move(*handle);
     }
     pool_->count(&counters::lost);
-    // Killed while it waited: try the next one. Stopped (it outwaited the
-    // claim's patience): the others may be too, so go cold at once.
-    if (std::chrono::steady_clock::now() - claimed_at >= std::chrono::seconds(1)) break;
+    // Killed while it waited: try the next one. It outwaited the patience
+    // (stopped after `take` looked, or traced): the others may be stuck too,
+    // so they go with it — once, not once per call — and this call goes cold.
+    if (std::chrono::steady_clock::now() - claimed_at >= std::chrono::milliseconds(std::min(patience_ms, 1000))) {
+      pool_->drop_key(plan, dropped);
+      break;
+    }
   }
   pool_->count(&counters::cold);
   return fork_exec{}.spawn(plan);

@@ -12,6 +12,8 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/find_program.hpp"
+
 namespace bashexec::detail {
 
 BASHEXEC_DECL unique_fd above_stdio(unique_fd fd) {
@@ -39,9 +41,9 @@ BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir) {
     throw infrastructure_error(fmt::format("workdir {}: {}", workdir.string(), std::strerror(errno)));
 }
 
-BASHEXEC_DECL void require_executable(const std::filesystem::path& shell) {
-  if (::access(shell.c_str(), X_OK) != 0)
-    throw infrastructure_error(fmt::format("shell {}: {}", shell.string(), std::strerror(errno)));
+BASHEXEC_DECL std::string shell_refusal(const std::filesystem::path& shell, const std::filesystem::path& workspace_root) {
+  if (!shell.is_absolute()) return "not an absolute path";
+  return program_refusal(lookup_trusted_program(shell), workspace_root);
 }
 
 BASHEXEC_DECL containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
@@ -65,7 +67,11 @@ BASHEXEC_DECL containment_choice choose_containment(const executor_config& confi
 BASHEXEC_DECL launch_builder::launch_builder(const executor_config& config,
                                              const std::filesystem::path& workspace_root, spill_directory& spills,
                                              std::shared_ptr<executor_cgroup> cgroups)
-    : config_(config), workspace_root_(workspace_root), spills_(spills), cgroups_(std::move(cgroups)) {
+    : config_(config),
+      workspace_root_(workspace_root),
+      shell_refusal_(shell_refusal(config.shell, workspace_root)),
+      spills_(spills),
+      cgroups_(std::move(cgroups)) {
   dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null_) throw_syscall("open /dev/null");
   dev_null_ = above_stdio(std::move(dev_null_));
@@ -73,7 +79,8 @@ BASHEXEC_DECL launch_builder::launch_builder(const executor_config& config,
 
 BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const {
   require_directory(spec.workdir);
-  require_executable(config_.shell);
+  if (!shell_refusal_.empty())
+    throw infrastructure_error(fmt::format("shell {}: {}", config_.shell.string(), shell_refusal_));
 }
 
 }  // namespace bashexec::detail

@@ -3,8 +3,6 @@
 
 #include "bashexec/detail/engine/spill_placement.hpp"
 
-#include <algorithm>
-#include <stdexcept>
 #include <system_error>
 
 #include <fmt/core.h>
@@ -13,33 +11,14 @@
 
 namespace bashexec::detail {
 
-BASHEXEC_DECL std::optional<std::filesystem::path> writable_root_holding(const std::filesystem::path& path,
-                                                                         const std::filesystem::path& workspace_root) {
-  std::error_code ignored;
-  const auto target = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
-  for (const std::filesystem::path& root : {std::filesystem::path("/tmp"), workspace_root}) {
-    const auto base = std::filesystem::weakly_canonical(root, ignored);
-    if (std::mismatch(base.begin(), base.end(), target.begin(), target.end()).first == base.end()) return root;
-  }
-  return std::nullopt;
-}
-
 BASHEXEC_DECL std::filesystem::path choose_spill_parent(const executor_config& config,
                                                         const std::filesystem::path& workspace_root, bool confining) {
-  if (config.spill_parent) {
-    if (confining)
-      if (auto root = writable_root_holding(*config.spill_parent, workspace_root))
-        throw std::invalid_argument(fmt::format(
-            "spill_parent {} lies under {}, which workspace-write commands may write; spill files must be "
-            "readable but never writable by confined commands: choose a directory outside it",
-            config.spill_parent->string(), root->string()));
-    return *config.spill_parent;
-  }
+  if (config.spill_parent) return *config.spill_parent;
   const auto candidates = default_spill_parents();
   if (confining)
     for (const auto& candidate : candidates)
       if (!writable_root_holding(candidate, workspace_root)) return candidate;
-  return candidates.front();
+  return candidates.front();  // under a writable root: each workspace-write spawn binds it read-only
 }
 
 }  // namespace bashexec::detail
