@@ -21,10 +21,6 @@ inline std::string_view trim(std::string_view text) noexcept {
   return text;
 }
 
-inline bool iequals(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && icontains(a, b);
-}
-
 /// The section a `[…]` header opens, lower-cased, without its quoted
 /// subsection (`includeIf "gitdir:~/w/"` → "includeif").
 inline std::string section_name(std::string_view header) {
