@@ -40,6 +40,7 @@
 #include <bashexec/confinement/chain.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/confinement/runner_command.hpp>
+#include <bashexec/detail/engine/verdict.hpp>
 #include <bashexec/detail/seccomp_filter.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 
@@ -483,6 +484,35 @@ TEST_CASE("bwrap: a sandbox setup failure after bwrap cloned its child is still 
   auto failure = policy.runner_failure(launch, result.err);
   REQUIRE(failure);
   CHECK_THAT(*failure, Catch::StartsWith("bwrap: "));
+}
+
+TEST_CASE(
+    "bwrap: a runner killed after it reported the command's exit code gives the command's own end, not a kill "
+    "(contract 3, 20)",
+    "[bwrap]") {
+  SKIP_UNLESS(bwrap_missing());
+  bwrap policy = bwrap_at();
+  // A stop that lands between the command's exit and bwrap's own: bwrap's
+  // real report, then the signal death the stop gives bwrap.
+  auto [result, launch] = run_confined(policy, sandbox_mode::read_only, "/", "echo x > /bashexec-nope; exit 3");
+  REQUIRE(result.exit_code == 3);
+  std::optional<confined_launch> reported(std::move(launch));
+  const detail::verdict v =
+      detail::classify(policy, reported, detail::exit_facts{std::nullopt, SIGTERM}, result.err, result.out);
+  REQUIRE(v.command_exit);
+  CHECK(v.command_exit->exit_code == 3);
+  CHECK_FALSE(v.command_exit->signal);
+  CHECK(v.denied);
+  CHECK_FALSE(v.runner_failure);
+
+  SECTION("a runner killed before it reported stays a kill") {
+    launch_plan plan = plan_for("true");
+    std::optional<confined_launch> silent(policy.prepare(sandbox_mode::read_only, "/", plan));
+    silent->keep_alive.reset();  // the write end: bwrap never ran, so never wrote
+    const detail::verdict killed = detail::classify(policy, silent, detail::exit_facts{std::nullopt, SIGTERM}, "", "");
+    CHECK_FALSE(killed.command_exit);
+    CHECK_FALSE(killed.denied);
+  }
 }
 
 TEST_CASE("bwrap: a missing bwrap program makes prepare throw sandbox_unavailable naming what to install (contract 15)",

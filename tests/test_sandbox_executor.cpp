@@ -453,6 +453,67 @@ TEMPLATE_TEST_CASE("kills: kill() of a confined background task ends it killed a
   CHECK(eventually([&] { return processes_with(marker).empty(); }, 5s));
 }
 
+/// Stops of a confined command that land at any moment of the sandbox's
+/// start-up: `stop(i)` makes run `i` of `runs` stop after a few ms.
+/// Workspace-write, so a command that survived its stop leaves a marker.
+TEMPLATE_TEST_CASE(
+    "kills: a timeout or kill that lands while the sandbox starts up still stops the command, and no result says "
+    "killed for a command that ran to its end (contract 3, 4, 20)",
+    "[sandbox][executor][kill]",
+    bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>());
+  dirs d;
+  executor_config config = fast_config();
+  // The default grace, longer than the command: a command the stop missed
+  // would finish before the SIGKILL that ends the grace.
+  config.kill_grace = 3000ms;
+  config.sandbox.workspace_root = d.workspace.path();
+  TestType exec(config);
+  auto marker = [&](int i) { return d.workspace.path() / fmt::format("marker-{}", i); };
+  auto request = [&](int i, sandbox_mode mode) {
+    exec_request r = command(fmt::format("sleep 0.2; echo ran > \"$WS/marker-{}\"", i), d.env(), mode);
+    r.timeout = std::chrono::milliseconds(1 + i % 8);  // 1..8 ms: across bwrap's whole start-up
+    return r;
+  };
+
+  constexpr int runs = 24;
+  SECTION("run: the timeout fires 1-8 ms after the spawn") {
+    for (auto mode : {sandbox_mode::workspace_write, sandbox_mode::danger_full_access}) {
+      INFO("mode " << to_string(mode) << " (danger-full-access: the unconfined spawn)");
+      for (int i = 0; i < runs; ++i) {
+        INFO("run " << i);
+        std::error_code ignored;
+        fs::remove(marker(i), ignored);
+        const auto started = steady::now();
+        run_result result = exec.run(exec.resolve(request(i, mode)));
+        CHECK(ms_since(started) < 1500);
+        CHECK(result.timed_out);
+        const bool ran = fs::exists(marker(i));
+        CHECK_FALSE(ran);
+        if (ran) CHECK_FALSE(result.signal);  // a completed command was not killed
+      }
+      std::this_thread::sleep_for(400ms);  // nothing the stops missed finishes later either
+      for (int i = 0; i < runs; ++i) CHECK_FALSE(fs::exists(marker(i)));
+    }
+  }
+  SECTION("start: kill() 0-5 ms after start") {
+    for (int i = 0; i < runs / 2; ++i) {
+      INFO("task " << i);
+      const task_id id = exec.start(exec.resolve(request(i, sandbox_mode::workspace_write)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(i % 6));
+      exec.kill(id);
+      const auto started = steady::now();
+      const task_snapshot done = exec.wait(id);
+      CHECK(ms_since(started) < 1500);
+      const bool ran = fs::exists(marker(i));
+      CHECK_FALSE(ran);
+      if (ran) CHECK(done.status == task_status::completed);
+    }
+    std::this_thread::sleep_for(400ms);
+    for (int i = 0; i < runs / 2; ++i) CHECK_FALSE(fs::exists(marker(i)));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Runner failures
 

@@ -27,6 +27,11 @@
 //       stream, ignoring case (contract 16).
 //   bool is_denial(std::string_view err) const;
 //       Whether stderr speaks this backend's denial dialect (case-insensitive).
+// Optionally, for a runner that reports how the command ended:
+//   std::optional<int> reported_exit_code(confined_launch&) const;
+//       After the runner died of a signal, instead of runner_failure: the
+//       command's exit code when the runner had reported it (the command
+//       ended on its own before a stop reached the runner), else empty.
 // A `chain` additionally provides `select(probe)`; see confinement/chain.hpp.
 #pragma once
 

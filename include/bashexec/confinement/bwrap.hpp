@@ -56,7 +56,9 @@
 // keeps the read end in `confined_launch::status`. bwrap writes `"exit-code"`
 // there only once the sandbox is set up and the command was exec'd, so a
 // settled run without it never ran the command — whatever the command itself
-// printed (a command printing "bwrap: hello" is not a runner failure).
+// printed (a command printing "bwrap: hello" is not a runner failure). The
+// same report makes a stop that reached bwrap only after the command had
+// ended no kill of the command: `reported_exit_code`.
 #pragma once
 
 #include <array>
@@ -122,6 +124,11 @@ class bwrap : public detail::bwrap_style {
                                             std::string_view out = {}) const;
 
   bool is_denial(std::string_view err) const noexcept;
+
+  /// Call once, instead of `runner_failure`, after bwrap died of a signal:
+  /// the command's exit code when bwrap had reported it on the status
+  /// channel — the command ended on its own before the stop reached bwrap.
+  std::optional<int> reported_exit_code(confined_launch& launch) const;
 
  private:
   static std::string reason(std::string_view err, std::string_view out);

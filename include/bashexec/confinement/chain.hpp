@@ -190,6 +190,18 @@ class chain {
     return dispatch(index, [&](const auto& candidate) { return candidate.is_denial(err); });
   }
 
+  /// The selected candidate's `reported_exit_code`, empty where it has none.
+  std::optional<int> reported_exit_code(confined_launch& launch) const {
+    const int index = state_.load(std::memory_order_acquire);
+    if (index < 0) return std::nullopt;
+    return dispatch(index, [&](const auto& candidate) -> std::optional<int> {
+      if constexpr (requires { candidate.reported_exit_code(launch); })
+        return candidate.reported_exit_code(launch);
+      else
+        return std::nullopt;
+    });
+  }
+
  private:
   template <std::size_t I, class Own>
   void construct(const sandbox_config& shared, const Own& own) {

@@ -25,6 +25,16 @@
 // one by one), the SIGKILL rounds add cgroup.kill, and "no live member" also
 // needs cgroup.events to say "populated 0". Without one nothing here costs
 // an extra system call.
+//
+// A runner that holds the command in its pid namespace (bwrap: its outer
+// process leads the group, the namespace's init and the command are its
+// children) dies of the SIGTERM; a namespace init ignores a SIGTERM from
+// outside. Normally the init's parent-death signal then kills the
+// namespace, but the init sets it only once the sandbox is built: a SIGTERM
+// that lands during bwrap's start-up leaves an init that goes on to start
+// the command, born after the SIGTERM. So once the runner is gone during a
+// stop, what is left gets SIGKILL at once — nothing could give it a grace
+// any more (`stop_timing::runner_holds_command`).
 #pragma once
 
 #include <algorithm>
@@ -59,6 +69,9 @@ struct stop_timing {
   /// Stop what is left of the group once the shell exited and the pipes
   /// closed (a foreground run leaves no process behind).
   bool stop_leftovers = true;
+  /// The spawned process is a runner whose pid namespace holds the command
+  /// (bwrap): a stop that finds it gone sends SIGKILL at once.
+  bool runner_holds_command = false;
 };
 
 /// The parent's ends of a child's pipes (non-blocking, close-on-exec).
@@ -153,6 +166,7 @@ class child_run {
       exit_ = *facts;
       exited_ = true;
       exited_at_ = now;
+      if (cause_ != stop_cause::none && timing_.runner_holds_command && !kill_sent_) escalate(now);
     }
     update(now);
   }
@@ -173,9 +187,13 @@ class child_run {
   bool request_stop(stop_cause cause, clock::time_point now) {
     if (settled_ || cause_ != stop_cause::none) return false;
     cause_ = cause;
-    signal_members(SIGTERM);
-    kill_at_ = now + timing_.grace;
     group_check_at_ = now;
+    if (exited_ && timing_.runner_holds_command) {
+      escalate(now);  // the runner is gone already: no one left to give a grace
+    } else {
+      signal_members(SIGTERM);
+      kill_at_ = now + timing_.grace;
+    }
     update(now);
     return true;
   }
@@ -184,12 +202,7 @@ class child_run {
   void on_time(clock::time_point now) {
     if (settled_) return;
     if (cause_ == stop_cause::none && timeout_at_ && now >= *timeout_at_) request_stop(stop_cause::timed_out, now);
-    if (cause_ != stop_cause::none && now >= kill_at_) {
-      if (!kill_sent_) give_up_at_ = now + timing_.grace;  // bound for members stuck in the kernel
-      kill_sent_ = true;
-      signal_members(SIGKILL);  // again each round: a member may have forked meanwhile
-      kill_at_ = now + std::chrono::milliseconds(10);
-    }
+    if (cause_ != stop_cause::none && now >= kill_at_) escalate(now);
     update(now);
   }
 
@@ -230,6 +243,15 @@ class child_run {
   }
 
  private:
+  /// One SIGKILL round; the first starts the bound on how long members stuck
+  /// in the kernel may take.
+  void escalate(clock::time_point now) noexcept {
+    if (!kill_sent_) give_up_at_ = now + timing_.grace;
+    kill_sent_ = true;
+    signal_members(SIGKILL);  // again each round: a member may have forked meanwhile
+    kill_at_ = now + std::chrono::milliseconds(10);
+  }
+
   void signal_members(int signo) noexcept {
     process_.signal_group(signo);
     if (cgroup_) {

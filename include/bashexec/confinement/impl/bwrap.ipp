@@ -4,12 +4,14 @@
 #include "bashexec/confinement/bwrap.hpp"
 
 #include <array>
+#include <charconv>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <unistd.h>
@@ -73,6 +75,21 @@ BASHEXEC_DECL std::optional<std::string> bwrap::runner_failure(confined_launch& 
   // bwrap's own message shape too.
   if (detail::match_runner_signature(err, out, runner_failure_signatures)) return reason(err, out);
   return std::nullopt;
+}
+
+BASHEXEC_DECL std::optional<int> bwrap::reported_exit_code(confined_launch& launch) const {
+  if (!launch.status) return std::nullopt;
+  // bwrap writes `{ "exit-code": N }` on a line of its own.
+  const std::string status = detail::drain_nonblocking(launch.status.get());
+  constexpr std::string_view key = "\"exit-code\"";
+  std::size_t at = status.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  at = status.find_first_not_of(": \t", at + key.size());
+  int code = 0;
+  const char* begin = at == std::string::npos ? status.data() + status.size() : status.data() + at;
+  const auto [end, error] = std::from_chars(begin, status.data() + status.size(), code);
+  if (error != std::errc{} || end == begin) return std::nullopt;
+  return code;
 }
 
 BASHEXEC_DECL bool bwrap::is_denial(std::string_view err) const noexcept {

@@ -52,8 +52,8 @@ class task_host {
 
 /// A background task lives as long as its output is held open: no drain
 /// limit, and detached members are left to `kill` and disposal.
-inline stop_timing background_timing(const executor_config& config) {
-  return {config.kill_grace, std::nullopt, false};
+inline stop_timing background_timing(const executor_config& config, const prepared_launch& launch) {
+  return {config.kill_grace, std::nullopt, false, launch.runner_holds_command()};
 }
 
 template <class Collector, class Confinement>
@@ -81,11 +81,12 @@ class background_task final : public reactor::client {
     launch.release_child_ends();
     snapshot_.sandbox = launch.info;
     snapshot_.containment = launch.containment;
-    confined_ = std::move(launch.confined);
     const executor_config& config = builder_.config();
+    const stop_timing timing = background_timing(config, launch);
+    confined_ = std::move(launch.confined);
     child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
                    Collector(cap_, builder_.spills(), output_stream::out),
-                   Collector(config.output_cap, builder_.spills(), output_stream::err), background_timing(config),
+                   Collector(config.output_cap, builder_.spills(), output_stream::err), timing,
                    std::nullopt, std::move(launch.cgroup));
     spec_stdin_.reset();
   }
@@ -255,14 +256,14 @@ class background_task final : public reactor::client {
       snapshot_.status = task_status::killed;
       return;
     }
-    const auto& exit = child_->exit();
     leftovers_ = child_->has_live_members();
+    const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
+    const collected_output err = child_->err().finish();
+    const verdict v = classify(confinement_, confined_, child_->exit(), err.text, out.text);
+    const exit_facts exit = v.command_exit.value_or(child_->exit());
     snapshot_.exit_code = exit.exit_code;
     snapshot_.signal = exit.signal;
     snapshot_.status = exit.signal ? task_status::killed : task_status::completed;
-    const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
-    const collected_output err = child_->err().finish();
-    const verdict v = classify(confinement_, confined_, exit, err.text, out.text);
     if (v.runner_failure)
       snapshot_.sandbox->runner_failed = true;
     else if (v.denied)

@@ -40,8 +40,8 @@ namespace bashexec::detail {
 
 /// A foreground run drains its output at most `drain_timeout` after the
 /// shell exited and leaves no process behind.
-inline stop_timing foreground_timing(const executor_config& config) {
-  return {config.kill_grace, config.drain_timeout, true};
+inline stop_timing foreground_timing(const executor_config& config, const prepared_launch& launch) {
+  return {config.kill_grace, config.drain_timeout, true, launch.runner_holds_command()};
 }
 
 /// The foreground event loop, until the child settles. With `progress`, the
@@ -125,7 +125,7 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   child_run<Collector> child(std::move(process), std::move(launch.pipes), spec.stdin_data.value_or(std::string{}),
                              Collector(spec.stdout_max_bytes, builder.spills(), output_stream::out),
                              Collector(config.output_cap, builder.spills(), output_stream::err),
-                             foreground_timing(config), deadline,
+                             foreground_timing(config, launch), deadline,
                              std::move(launch.cgroup));
   drive_until_settled(child, spec.stop, spec.progress.get());
 
@@ -143,6 +143,10 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   const verdict v = classify(confinement, launch.confined, child.exit(), result.err.text, result.out.text);
   if (v.runner_failure) throw runner_unavailable(confinement_name, *launch.info, *v.runner_failure);
   if (v.denied) result.sandbox->denied = true;
+  if (v.command_exit) {
+    result.exit_code = v.command_exit->exit_code;
+    result.signal = v.command_exit->signal;
+  }
   return result;
 }
 

@@ -70,6 +70,10 @@ struct prepared_launch {
     child_err.reset();
     if (confined) confined->keep_alive.reset();
   }
+
+  /// The spawned process is a runner whose pid namespace holds the command
+  /// (bwrap's outer process), not the shell itself.
+  bool runner_holds_command() const noexcept { return confined && confined->pid_namespace; }
 };
 
 /// What contains an executor's spawns, decided once at construction.

@@ -3,7 +3,9 @@
 // A non-zero exit (not a signal) of a confined run is first a runner
 // failure — the confinement itself failed and the command never ran — else,
 // when stderr speaks the backend's denial dialect (or, in a spawn with
-// read-only binds its dialect does not cover, EROFS's), a denial. The foreground
+// read-only binds its dialect does not cover, EROFS's), a denial. A runner
+// that died of a signal after reporting the command's exit code gives the
+// command's own end (`command_exit`). The foreground
 // throws `sandbox_unavailable` for a runner failure; a background task
 // stamps `runner_failed`.
 #pragma once
@@ -26,6 +28,10 @@ struct verdict {
   std::optional<std::string> runner_failure;
   /// The command ran and was refused a file effect.
   bool denied = false;
+  /// How the command itself ended, when that differs from how the spawned
+  /// process (the runner) did: a stop killed bwrap after the command had
+  /// exited on its own, so the result must not say it was killed.
+  std::optional<exit_facts> command_exit;
 };
 
 /// Classifies a settled run from its exit and what was kept of its output.
@@ -35,10 +41,20 @@ verdict classify(const Confinement& confinement, std::optional<confined_launch>&
                  std::string_view err, std::string_view out) {
   verdict v;
   if constexpr (Confinement::confines) {
+    auto denial = [&] {
+      return confinement.is_denial(err) || (launch->read_only_binds && icontains(err, read_only_bind_dialect));
+    };
     if (launch && exit.exit_code && *exit.exit_code != 0) {
       v.runner_failure = confinement.runner_failure(*launch, err, out);
-      if (!v.runner_failure)
-        v.denied = confinement.is_denial(err) || (launch->read_only_binds && icontains(err, read_only_bind_dialect));
+      if (!v.runner_failure) v.denied = denial();
+    }
+    if constexpr (requires { confinement.reported_exit_code(*launch); }) {
+      if (launch && exit.signal) {
+        if (const std::optional<int> code = confinement.reported_exit_code(*launch)) {
+          v.command_exit = exit_facts{code, std::nullopt};
+          v.denied = *code != 0 && denial();
+        }
+      }
     }
   }
   return v;
