@@ -59,7 +59,7 @@ class echo_executor {
     result.exit_code = static_cast<int>(spec.command.size() % 3);
     result.timeout = spec.timeout;
     if (spec.mode) result.sandbox = sandbox_info{*spec.mode, spec.command.find("deny") != std::string::npos,
-                                                 enforcement::full, false};
+                                                 enforcement::full, false, {}};
     return result;
   }
 

@@ -752,7 +752,7 @@ TEST_CASE("contract 20: infrastructure failures and aborts are error results", "
         tool_result{"(no output)\n[aborted]\n[killed by signal: SIGTERM]", true});
 }
 
-TEST_CASE("the caller's stop token reaches a foreground run only; a cancelled call leaves no background task running",
+TEST_CASE("the caller's stop token reaches a foreground run only, and a cancelled call leaves no background task running",
           "[tools][background][issue-25]") {
   auto executor = unconfined();
   bash_tools tools(executor);

@@ -256,7 +256,7 @@ TEMPLATE_TEST_CASE(
 
 TEMPLATE_TEST_CASE(
     "protected paths: a workspace-write spawn whose protection cannot be established is refused with "
-    "sandbox_unavailable under both backends, and nothing runs; read-only still runs",
+    "sandbox_unavailable under both backends, and nothing runs, while read-only still runs",
     "[protected][executor]", bwrap_executor, landlock_executor) {
   SKIP_UNLESS(cannot_protect<TestType>());
   workspace ws;

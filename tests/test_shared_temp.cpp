@@ -149,7 +149,7 @@ TEST_CASE("Beyond: without XDG_RUNTIME_DIR an ordinary user's run keeps its outp
 }
 #endif
 
-TEST_CASE("Beyond: a spill parent that another user owns is refused; the path is withheld and nothing is written",
+TEST_CASE("Beyond: a spill parent that another user owns is refused: the path is withheld and nothing is written",
           "[shared-temp][security]") {
   SKIP_UNLESS(::geteuid() == 0 ? std::nullopt : std::optional<std::string>("needs root to give a directory away"));
   temp_dir parent;

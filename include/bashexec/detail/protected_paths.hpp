@@ -37,6 +37,8 @@ BASHEXEC_DECL std::vector<std::filesystem::path> existing_protected_paths(
 ///     `config.worktree`, the common dir's `config`) names, and every file
 ///     they `include`, read by detail/git_config.hpp, never by running git;
 ///   - a directory the walk cannot read (what it holds is unknown).
+/// A workspace of / is not walked (workspace-write there grants the whole
+/// tree; docs/security.md "Protected paths"): only the configured paths.
 /// Only locations inside the workspace are returned (outside it everything
 /// is read-only already), resolved, minimal (none lies under another).
 /// Throws sandbox_unavailable rather than leave a repository writable:

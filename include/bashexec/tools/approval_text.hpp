@@ -118,7 +118,7 @@ inline std::string visible_command(std::string_view command) {
   const std::string shown = visible_text(command, /*keep_newlines=*/true);
   std::size_t lines = 1;
   for (char ch : shown) lines += ch == '\n';
-  const std::size_t width = fmt::formatted_size("{}", lines);
+  const std::size_t width = std::to_string(lines).size();
   std::string out = fmt::format("Command ({} line{}, shown in full; \\ starts an escape):", lines, lines == 1 ? "" : "s");
   std::size_t number = 0, begin = 0;
   for (;;) {

@@ -271,7 +271,11 @@ BASHEXEC_DECL std::vector<fs::path> protected_locations(const fs::path& root,
     if (path.filename().empty()) path = path.parent_path();
     repositories = repositories || path == ".git";
   }
-  if (repositories) {
+  // A workspace of / grants the whole tree to workspace-write: every file
+  // the host trusts is writable there, so a walk of every mount would guard
+  // nothing and cost seconds. Only the configured paths at / stay read-only.
+  const bool whole_tree = root == root.root_path();
+  if (repositories && !whole_tree) {
     scan.walk();
     scan.enclosing_repository();
   }
