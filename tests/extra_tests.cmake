@@ -50,58 +50,45 @@ if(BASHEXEC_TSAN_TESTS)
   endforeach()
 endif()
 
-# --- the hardening tests again as an ordinary user (root runs the rest) ------
+# --- suites again as an ordinary user, or where user namespaces are refused -
+# bashexec_rerun_test(NAME SCRIPT TARGET TIMEOUT LABELS [FILTER...]): one
+# CTest entry that runs TARGET's cases (matching FILTER) through
+# tests/SCRIPT (run_unprivileged.sh: as nobody; run_userns_refused.sh: with
+# user namespaces refused); exit 77 is a SKIP with the reason printed.
+function(bashexec_rerun_test name script target timeout labels)
+  add_test(NAME ${name}
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/${script} $<TARGET_FILE:${target}> --warn NoTests ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "${labels}" SKIP_RETURN_CODE 77)
+endfunction()
+
 # Cases tagged [once] prove something that does not depend on the user and
 # run as root only.
-add_test(NAME test_hardening_unprivileged
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening> --warn NoTests
-          "[hardening]~[once]")
-set_tests_properties(test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged" SKIP_RETURN_CODE 77
-  COST 15)
-
+bashexec_rerun_test(test_hardening_unprivileged run_unprivileged.sh test_hardening 300 unprivileged
+                    "[hardening]~[once]")
+set_tests_properties(test_hardening_unprivileged PROPERTIES COST 15)
 # The trusted-program checks depend on who runs them (root or the owner).
-add_test(NAME test_trusted_programs_unprivileged
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_trusted_programs> --warn NoTests)
-set_tests_properties(test_trusted_programs_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
-  SKIP_RETURN_CODE 77)
+bashexec_rerun_test(test_trusted_programs_unprivileged run_unprivileged.sh test_trusted_programs 120 unprivileged)
+# The spill-directory cases of test_shared_temp (its CLI cases play nobody
+# themselves, from root, and skip here).
+bashexec_rerun_test(test_shared_temp_unprivileged run_unprivileged.sh test_shared_temp 120 unprivileged
+                    "[shared-temp]~[cli]")
+# Protected paths: Landlock binds them in a user namespace of the child's own.
+bashexec_rerun_test(test_protected_paths_unprivileged run_unprivileged.sh test_protected_paths 120 unprivileged
+                    "[protected]")
+# Landlock's fallback where user namespaces are refused (a few seconds).
+bashexec_rerun_test(test_hardening_userns_refused run_userns_refused.sh test_hardening 120 unprivileged
+                    "[.userns-refused]")
+bashexec_rerun_test(test_shared_temp_userns_refused run_userns_refused.sh test_shared_temp 120 unprivileged
+                    "[.userns-refused]")
 
-# The spill-directory cases of test_shared_temp as an ordinary user (its CLI
-# cases play nobody themselves, from root, and skip here).
-add_test(NAME test_shared_temp_unprivileged
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
-          "[shared-temp]~[cli]")
-set_tests_properties(test_shared_temp_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
-
-# --- protected paths as an ordinary user (Landlock binds in a user namespace) -
-add_test(NAME test_protected_paths_unprivileged
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_protected_paths> --warn NoTests
-          "[protected]")
-set_tests_properties(test_protected_paths_unprivileged PROPERTIES TIMEOUT 120 LABELS "unprivileged"
-  SKIP_RETURN_CODE 77)
-
-# --- Landlock's fallback where user namespaces are refused (a few seconds) ---
-add_test(NAME test_hardening_userns_refused
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening> --warn NoTests
-          "[.userns-refused]")
-set_tests_properties(test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
-add_test(NAME test_shared_temp_userns_refused
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_shared_temp> --warn NoTests
-          "[.userns-refused]")
-set_tests_properties(test_shared_temp_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged" SKIP_RETURN_CODE 77)
-
-# --- the same two reruns in the Release lane (tests/CMakeLists.txt) ----------
-# The refused one is the probe that answered "available" at -O3 (issue 26).
+# The two hardening reruns in the Release lane (tests/CMakeLists.txt); the
+# refused one is the probe that answered "available" at -O3 (issue 26).
 if(BASHEXEC_TEST_RELEASE_LANE)
-  add_test(NAME release/test_hardening_unprivileged
-    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_unprivileged.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
-            "[hardening]~[once]")
-  set_tests_properties(release/test_hardening_unprivileged PROPERTIES TIMEOUT 300 LABELS "unprivileged;release"
-    SKIP_RETURN_CODE 77 COST 15)
-  add_test(NAME release/test_hardening_userns_refused
-    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/run_userns_refused.sh $<TARGET_FILE:test_hardening_release> --warn NoTests
-            "[.userns-refused]")
-  set_tests_properties(release/test_hardening_userns_refused PROPERTIES TIMEOUT 120 LABELS "unprivileged;release"
-    SKIP_RETURN_CODE 77)
+  bashexec_rerun_test(release/test_hardening_unprivileged run_unprivileged.sh test_hardening_release 300
+                      "unprivileged;release" "[hardening]~[once]")
+  set_tests_properties(release/test_hardening_unprivileged PROPERTIES COST 15)
+  bashexec_rerun_test(release/test_hardening_userns_refused run_userns_refused.sh test_hardening_release 120
+                      "unprivileged;release" "[.userns-refused]")
 endif()
 
 # --- bashexec mcp and serve driven from other languages ----------------------
