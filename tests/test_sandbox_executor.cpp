@@ -487,6 +487,7 @@ TEMPLATE_TEST_CASE(
         const auto started = steady::now();
         run_result result = exec.run(exec.resolve(request(i, mode)));
         CHECK(ms_since(started) < 1500);
+        CAPTURE(result.exit_code.value_or(-1), result.signal.value_or(-1), result.aborted, result.err.text);
         CHECK(result.timed_out);
         const bool ran = fs::exists(marker(i));
         CHECK_FALSE(ran);
