@@ -132,8 +132,7 @@ class launch_builder {
     p.plan.limits = plan_limits(config_.limits);
     // A spill directory under a root workspace-write grants (a workspace of
     // `/`) is made before such a spawn, so that it is bound read-only.
-    if (confine_under == sandbox_mode::workspace_write && writable_root_holding(spills_.parent(), workspace_root_))
-      spills_.ensure();
+    if (confine_under == sandbox_mode::workspace_write && spills_under_writable_root_) spills_.ensure();
     if (auto spills = spills_.path(); !spills.empty()) p.plan.read_only_paths.push_back(std::move(spills));
     if (cgroups_) {
       p.cgroup.emplace(cgroups_->acquire());
@@ -171,6 +170,9 @@ class launch_builder {
   /// decided once; empty when it may.
   std::string shell_refusal_;
   spill_directory& spills_;
+  /// The spill parent lies under a root workspace-write grants: fixed per
+  /// executor, so decided once rather than canonicalised on every spawn.
+  bool spills_under_writable_root_;
   std::shared_ptr<executor_cgroup> cgroups_;
   unique_fd dev_null_;
 };

@@ -71,6 +71,7 @@ BASHEXEC_DECL launch_builder::launch_builder(const executor_config& config,
       workspace_root_(workspace_root),
       shell_refusal_(shell_refusal(config.shell, workspace_root)),
       spills_(spills),
+      spills_under_writable_root_(writable_root_holding(spills.parent(), workspace_root).has_value()),
       cgroups_(std::move(cgroups)) {
   dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null_) throw_syscall("open /dev/null");
