@@ -198,7 +198,9 @@ TEST_CASE("Beyond: with / as the working directory run works in every mode, and 
       "rm -rf $(dirname $second); touch $(dirname $(dirname $first))/planted\" >/dev/null 2>&1\n"
       "wc -l < $first; wc -l < $second; ls $(dirname $(dirname $first)) | grep -c planted\n"
       // serve's session logs too.
-      "mkfifo /var/tmp/in; xcli {0} serve --mode workspace-write < /var/tmp/in > /var/tmp/out & pid=$!\n"
+      // The output file exists before the wait reads it: the server's own
+      // redirection opens it only once a writer opened the FIFO.
+      "mkfifo /var/tmp/in; : >/var/tmp/out; xcli {0} serve --mode workspace-write < /var/tmp/in > /var/tmp/out & pid=$!\n"
       "exec 3>/var/tmp/in; echo '{1}' >&3\n"
       "while ! grep -q planted /var/tmp/out; do sleep 0.05; done; exec 3>&-; wait $pid; "
       "grep -o 'planted [0-9]*' /var/tmp/out\n",
@@ -216,7 +218,7 @@ TEST_CASE("Beyond: a killed serve's session and spill directories are swept by t
   // directories; the next start (serve or run) sweeps them, never a live one's.
   const std::string seen = in_private_temp(fmt::format(
       "exec 2>/var/tmp/errors\n"  // the shell's own "Killed" notes are no output of ours
-      "serve() {{ mkfifo /var/tmp/in-$1; xcli {0} serve < /var/tmp/in-$1 > /var/tmp/out-$1 & pid=$!; "
+      "serve() {{ mkfifo /var/tmp/in-$1; : >/var/tmp/out-$1; xcli {0} serve < /var/tmp/in-$1 > /var/tmp/out-$1 & pid=$!; "
       "eval \"exec $2>/var/tmp/in-$1\"; echo '{1}' >&$2; "
       "while ! grep -q 'full output' /var/tmp/out-$1; do sleep 0.05; done; }}\n"
       "count() {{ echo $(ls /var/tmp | grep -c '^bashexec-sessions-') $(ls /var/tmp | grep -c '^bashexec-spill-'); }}\n"
