@@ -50,7 +50,10 @@ class cgroup {
   static cgroup create_at(std::filesystem::path path);
 
   cgroup(cgroup&& other) noexcept
-      : path_(std::move(other.path_)), procs_(std::move(other.procs_)), events_(std::move(other.events_)) {
+      : path_(std::move(other.path_)),
+        dir_(std::move(other.dir_)),
+        procs_(std::move(other.procs_)),
+        events_(std::move(other.events_)) {
     other.path_.clear();
   }
   cgroup& operator=(cgroup&&) = delete;
@@ -60,6 +63,9 @@ class cgroup {
   const std::filesystem::path& path() const noexcept { return path_; }
   /// cgroup.procs, open for writing: the child writes "0" to it to join.
   int procs_fd() const noexcept { return procs_.get(); }
+  /// The directory itself (O_DIRECTORY): where clone3(CLONE_INTO_CGROUP)
+  /// creates a child, so it never has to move in (launch_plan::cgroup_fd).
+  int dir_fd() const noexcept { return dir_.get(); }
 
   /// Once the child joined (or the spawn failed) the descriptor is not needed.
   void close_procs_fd() noexcept { procs_.reset(); }
@@ -149,6 +155,7 @@ class cgroup {
   void write_file(const char* file, std::string_view text) noexcept;
 
   std::filesystem::path path_;
+  unique_fd dir_;
   unique_fd procs_;
   // Kept open: "populated" is read on every settle and every stop round, one
   // pread each rather than open + pread + close.

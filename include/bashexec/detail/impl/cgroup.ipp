@@ -123,6 +123,7 @@ BASHEXEC_DECL bool cgroup::reusable() const noexcept {
 BASHEXEC_DECL bool cgroup::remove() noexcept {
   if (path_.empty()) return true;
   if (!remove_tree(path_.c_str(), 0)) return false;
+  dir_.reset();
   procs_.reset();
   events_.reset();
   path_.clear();
@@ -149,7 +150,8 @@ BASHEXEC_DECL bool cgroup::has_kill() const noexcept { return ::access((path_ / 
 
 BASHEXEC_DECL cgroup cgroup::adopt(std::filesystem::path path) {
   cgroup made(std::move(path));
-  made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);  // throws: `made` removes the directory
+  made.dir_ = open_in(made.path_, ".", O_RDONLY | O_DIRECTORY);  // throws: `made` removes the directory
+  made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);
   made.events_ = open_in(made.path_, "cgroup.events", O_RDONLY);
   return made;
 }
