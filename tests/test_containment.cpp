@@ -757,3 +757,29 @@ TEST_CASE("containment: a fork bomb started at once by a foreground run is conta
   std::this_thread::sleep_for(300ms);
   CHECK(processes_with(marker + "-x").empty());
 }
+
+TEST_CASE("containment: after a run whose stop wrote cgroup.kill, the next runs and tasks still run to their end "
+          "(a killed cgroup is not reused: children born in one are SIGKILLed)",
+          "[containment][clone3]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    // Deaf to SIGTERM: the stop's SIGKILL rounds write cgroup.kill.
+    exec_request stubborn{.command = "trap '' TERM; sleep 5"};
+    stubborn.timeout = 50ms;
+    const run_result killed = executor.run(executor.resolve(stubborn));
+    CHECK(killed.timed_out);
+    CHECK(killed.signal == SIGKILL);
+    for (int next = 0; next < 3; ++next) {
+      const run_result result = executor.run(executor.resolve({.command = "echo ok"}));
+      CAPTURE(next, result.signal.value_or(0));
+      CHECK(result.exit_code == 0);
+      CHECK(result.out.text == "ok\n");
+    }
+    const task_id id = executor.start(executor.resolve({.command = "echo ok"}));
+    const task_snapshot done = executor.wait(id);
+    CHECK(done.status == task_status::completed);
+    CHECK(done.exit_code == 0);
+  }
+}

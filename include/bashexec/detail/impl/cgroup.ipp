@@ -109,7 +109,7 @@ BASHEXEC_DECL bool cgroup::wait_empty(std::chrono::milliseconds limit) const noe
 }
 
 BASHEXEC_DECL bool cgroup::reusable() const noexcept {
-  if (path_.empty() || !events_) return false;
+  if (path_.empty() || !events_ || killed_) return false;
   char buf[256];
   ssize_t n = ::pread(events_.get(), buf, sizeof buf - 1, 0);
   if (n <= 0) return false;
