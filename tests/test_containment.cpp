@@ -24,12 +24,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <seccomp.h>
+
 #include <catch2/catch.hpp>
 
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/detail/cgroup.hpp>
+#include <bashexec/detail/clone_into_cgroup.hpp>
 #include <bashexec/local_executor.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 #include <bashexec/spawn/prespawned.hpp>
@@ -336,8 +339,8 @@ TEST_CASE("containment: many short runs reuse one per-spawn cgroup and leave no 
 TEST_CASE("containment: posix_spawner cannot join a cgroup before exec, so the executor refuses it",
           "[containment][config]") {
   try {
-    local_executor executor(contained_config());
-    FAIL("local_executor accepted cgroup containment it cannot apply");
+    posix_spawn_executor executor(contained_config());
+    FAIL("posix_spawn_executor accepted cgroup containment it cannot apply");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     CHECK(what.find("containment") != std::string::npos);
@@ -428,14 +431,26 @@ TEST_CASE("containment: the default config of a fork_exec executor contains with
   CHECK(executor.wait(id).containment == containment_mechanism::cgroup);
 }
 
-TEST_CASE("containment: local_executor falls back to the process group (posix_spawn has no hook) and says so",
+TEST_CASE("containment: over posix_spawner an executor falls back to the process group (no hook) and says so",
           "[containment][default]") {
-  local_executor executor(fast_config());
+  posix_spawn_executor executor(fast_config());
   CHECK(executor.containment() == containment_mechanism::process_group);
   CHECK(executor.containment_fallback().find("posix_spawn") != std::string::npos);
   CHECK(executor.run(executor.resolve({.command = "true"})).containment == containment_mechanism::process_group);
   const task_id id = start(executor, "true");
   CHECK(executor.wait(id).containment == containment_mechanism::process_group);
+}
+
+TEST_CASE("containment: the default local_executor contains: a setsid daemon of a foreground run is gone after it",
+          "[containment][default]") {
+  SKIP_UNLESS(cgroup_missing());
+  local_executor executor(fast_config());
+  CHECK(executor.containment() == containment_mechanism::cgroup);
+  const std::string marker = fresh_marker();
+  const run_result result = executor.run(executor.resolve({.command = escape_command(escape_forms[0], marker)}));
+  CHECK(result.out.text.find("seen") != std::string::npos);
+  CHECK(result.containment == containment_mechanism::cgroup);
+  CHECK(processes_with(marker + "-x").empty());
 }
 
 TEST_CASE("containment: automatic containment never throws: an unusable cgroup_parent falls back to the process group",
@@ -670,4 +685,101 @@ TEST_CASE("containment: a command that freezes its own cgroup is killed, and the
   const run_result next = executor.run(executor.resolve({.command = "echo ok", .timeout = 5s}));
   CHECK_FALSE(next.timed_out);
   CHECK(next.out.text == "ok\n");
+}
+
+// ---- issue 27: born in the cgroup (clone3 CLONE_INTO_CGROUP) ----
+
+TEST_CASE("containment: fork_exec creates the child in its cgroup with clone3 where the kernel allows it",
+          "[containment][clone3]") {
+  SKIP_UNLESS(cgroup_missing());
+#if !defined(__x86_64__)
+  WARN("skipped: fork_exec has a clone3 trampoline only on x86_64");
+  return;
+#endif
+  if (detail::clone_into_cgroup_refused().load()) {
+    WARN("skipped: this kernel or a seccomp profile refused clone3(CLONE_INTO_CGROUP) earlier in this process");
+    return;
+  }
+  fork_executor executor(fast_config());
+  const run_result result = executor.run(executor.resolve({.command = "cat /proc/self/cgroup"}));
+  CHECK(result.out.text.find("/spawn-") != std::string::npos);
+  CHECK_FALSE(detail::clone_into_cgroup_refused().load());
+}
+
+TEST_CASE("containment: where a seccomp filter refuses clone3, fork_exec falls back to joining by cgroup.procs "
+          "and the command is still in its cgroup",
+          "[containment][clone3]") {
+  SKIP_UNLESS(cgroup_missing());
+  // A forked test child gets the filter (the same ENOSYS Docker's default
+  // profile answers) and reports through its exit code: 0 contained and
+  // fallen back, 1 not in a spawn cgroup, 2 the refusal not remembered,
+  // 3 run threw, 10+ the filter could not be loaded.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    scmp_filter_ctx filter = ::seccomp_init(SCMP_ACT_ALLOW);
+    if (!filter) ::_exit(10);
+    if (::seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) ::_exit(11);
+    if (::seccomp_load(filter) != 0) ::_exit(12);
+    ::seccomp_release(filter);
+    int code = 0;
+    try {
+      fork_executor executor(fast_config());
+      const run_result result = executor.run(executor.resolve({.command = "cat /proc/self/cgroup"}));
+      if (result.out.text.find("/spawn-") == std::string::npos) code = 1;
+      else if (!detail::clone_into_cgroup_refused().load()) code = 2;
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("containment: a fork bomb started at once by a foreground run is contained: none of it outlives the run",
+          "[containment][clone3]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  const std::string marker = fresh_marker();
+  // 2^6 - 1 forks at once, each leaf renamed "$M-x" and in a new session;
+  // the run's shell exits at once, without waiting for any of them.
+  const std::string bomb = "export M=" + marker +
+                           "; b() { if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & "
+                           "else setsid bash -c 'exec -a \"$M-x\" sleep 300' </dev/null >/dev/null 2>&1 & fi; }; "
+                           "b 5";
+  const run_result result = executor.run(executor.resolve({.command = bomb}));
+  CHECK(result.containment == containment_mechanism::cgroup);
+  CHECK(processes_with(marker + "-x").empty());
+  // And none is still coming up: nothing of it was ever outside the cgroup.
+  std::this_thread::sleep_for(300ms);
+  CHECK(processes_with(marker + "-x").empty());
+}
+
+TEST_CASE("containment: after a run whose stop wrote cgroup.kill, the next runs and tasks still run to their end "
+          "(a killed cgroup is not reused: children born in one are SIGKILLed)",
+          "[containment][clone3]") {
+  SKIP_UNLESS(cgroup_missing());
+  fork_executor executor(fast_config());
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    // Deaf to SIGTERM: the stop's SIGKILL rounds write cgroup.kill.
+    exec_request stubborn{.command = "trap '' TERM; sleep 5"};
+    stubborn.timeout = 50ms;
+    const run_result killed = executor.run(executor.resolve(stubborn));
+    CHECK(killed.timed_out);
+    CHECK(killed.signal == SIGKILL);
+    for (int next = 0; next < 3; ++next) {
+      const run_result result = executor.run(executor.resolve({.command = "echo ok"}));
+      CAPTURE(next, result.signal.value_or(0));
+      CHECK(result.exit_code == 0);
+      CHECK(result.out.text == "ok\n");
+    }
+    const task_id id = executor.start(executor.resolve({.command = "echo ok"}));
+    const task_snapshot done = executor.wait(id);
+    CHECK(done.status == task_status::completed);
+    CHECK(done.exit_code == 0);
+  }
 }

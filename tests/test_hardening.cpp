@@ -244,7 +244,7 @@ TEST_CASE("contract 14: every command, confined or not, has no controlling termi
     CHECK_THAT(result.out.text, Catch::Contains("no-tty"));
   };
   SECTION("posix_spawner") {
-    local_executor exec(fast_config());
+    posix_spawn_executor exec(fast_config());
     check(exec);
   }
   SECTION("fork_exec") {

@@ -249,15 +249,15 @@ TEST_CASE("limits: posix_spawner cannot apply limits, so the executor refuses th
   auto config = fast_config();
   config.limits.max_cpu_time = 5s;
   try {
-    local_executor executor(config);
-    FAIL("local_executor accepted resource limits it cannot apply");
+    posix_spawn_executor executor(config);
+    FAIL("posix_spawn_executor accepted resource limits it cannot apply");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     CHECK(what.find("limits") != std::string::npos);
     CHECK(what.find("fork_exec") != std::string::npos);
   }
-  // Without limits nothing changes for local_executor.
-  CHECK_NOTHROW(local_executor(fast_config()));
+  // Without limits nothing changes for it.
+  CHECK_NOTHROW(posix_spawn_executor(fast_config()));
 
   // The policy itself refuses a plan with limits rather than ignore them.
   launch_plan plan;

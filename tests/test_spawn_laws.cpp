@@ -545,11 +545,16 @@ TEST_CASE("spawn laws: an executor holds one policy instance, built from its con
 }
 
 // What an executor can do follows from its policies (executor_traits.hpp).
+// The default composition (local_executor) spawns with fork_exec, so it can
+// contain by cgroup; posix_spawner (posix_spawn_executor) cannot.
 using local_policies = policies<>;
+using posix_spawn_policies = policies<spawn_with<posix_spawner>>;
 using landlock_policies = policies<spawn_with<fork_exec>, confine_with<landlock>>;
 static_assert(!executor_can<local_policies, executor_capability::confines>);
-static_assert(!executor_can<local_policies, spawn_capability::pre_exec>);
-static_assert(!executor_can<local_policies, spawn_capability::cgroup>);
+static_assert(executor_can<local_policies, spawn_capability::pre_exec>);
+static_assert(executor_can<local_policies, spawn_capability::cgroup>);
+static_assert(!executor_can<posix_spawn_policies, spawn_capability::pre_exec>);
+static_assert(!executor_can<posix_spawn_policies, spawn_capability::cgroup>);
 static_assert(executor_can<landlock_policies, executor_capability::confines>);
 static_assert(executor_can<landlock_policies, executor_capability::needs_pre_exec>);
 static_assert(executor_can<landlock_policies, spawn_capability::pre_exec>);
@@ -557,7 +562,7 @@ static_assert(executor_can<landlock_policies, spawn_capability::limits>);
 static_assert(!executor_can<landlock_policies, spawn_capability::prespawned>);
 
 TEST_CASE("spawn laws: an executor describes what its policies let it do", "[spawn_laws]") {
-  CHECK(describe_executor<local_policies>() ==
+  CHECK(describe_executor<posix_spawn_policies>() ==
         "confines commands: no, its confinement needs pre-exec hooks: no, run pre-exec hooks in the child: no, "
         "apply resource limits in the child before exec: no, join a cgroup in the child before exec: no, hand "
         "out processes started ahead of the call: no");

@@ -107,6 +107,12 @@ struct launch_plan {
   /// setsid, so the command and everything it starts — setsid or not —
   /// stay in that cgroup (executor_config::containment).
   int cgroup_procs_fd = -1;
+  /// When >= 0 (with cgroup_procs_fd): the parent's descriptor of that same
+  /// cgroup's directory (O_DIRECTORY|O_CLOEXEC). A policy that can create the
+  /// child directly in it — fork_exec's clone3(CLONE_INTO_CGROUP), Linux
+  /// 5.7+ — does so and never writes cgroup.procs: no migration, and the
+  /// child is in the cgroup from its first instruction.
+  int cgroup_fd = -1;
   /// Owns what the hooks' contexts point at, when their owner lets them
   /// outlive this call (the same hooks serve every call of its kind). A
   /// pooling spawn policy (spawn/prespawned.hpp) holds it to run the same

@@ -28,6 +28,7 @@
 #include "bashexec/detail/impl/cgroup.ipp"
 #include "bashexec/detail/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/impl/cgroup_mount.ipp"
+#include "bashexec/detail/impl/clone_into_cgroup.ipp"
 #include "bashexec/detail/impl/environment.ipp"
 #include "bashexec/detail/impl/executor_cgroup.ipp"
 #include "bashexec/detail/impl/find_program.ipp"
@@ -76,5 +77,6 @@
 
 namespace bashexec {
 template class basic_executor<policies<>>;
+template class basic_executor<policies<spawn_with<posix_spawner>>>;  // posix_spawn_executor
 template class basic_executor<sandbox_policies>;
 }  // namespace bashexec

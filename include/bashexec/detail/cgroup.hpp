@@ -50,7 +50,11 @@ class cgroup {
   static cgroup create_at(std::filesystem::path path);
 
   cgroup(cgroup&& other) noexcept
-      : path_(std::move(other.path_)), procs_(std::move(other.procs_)), events_(std::move(other.events_)) {
+      : path_(std::move(other.path_)),
+        dir_(std::move(other.dir_)),
+        procs_(std::move(other.procs_)),
+        events_(std::move(other.events_)),
+        killed_(other.killed_) {
     other.path_.clear();
   }
   cgroup& operator=(cgroup&&) = delete;
@@ -60,6 +64,9 @@ class cgroup {
   const std::filesystem::path& path() const noexcept { return path_; }
   /// cgroup.procs, open for writing: the child writes "0" to it to join.
   int procs_fd() const noexcept { return procs_.get(); }
+  /// The directory itself (O_DIRECTORY): where clone3(CLONE_INTO_CGROUP)
+  /// creates a child, so it never has to move in (launch_plan::cgroup_fd).
+  int dir_fd() const noexcept { return dir_.get(); }
 
   /// Once the child joined (or the spawn failed) the descriptor is not needed.
   void close_procs_fd() noexcept { procs_.reset(); }
@@ -68,8 +75,12 @@ class cgroup {
   /// when that fails (the directory was removed behind our back).
   bool reopen_procs_fd() noexcept;
 
-  /// SIGKILLs every process in it, including ones forked meanwhile.
-  void kill() noexcept { write_file("cgroup.kill", "1"); }
+  /// SIGKILLs every process in it, including ones forked meanwhile. A
+  /// killed cgroup is never reused (see `reusable`).
+  void kill() noexcept {
+    killed_ = true;
+    write_file("cgroup.kill", "1");
+  }
 
   /// Sends `signo` to every process listed in cgroup.procs (the polite
   /// SIGTERM before cgroup.kill; there is no cgroup.signal).
@@ -90,8 +101,10 @@ class cgroup {
 
   /// Fit to hold the next spawn: nothing lives in it and it is not frozen
   /// (a root command could write its own cgroup.freeze; the next command
-  /// must not start frozen). Sub-cgroups a command made are harmless: kills
-  /// and "populated" cover the whole subtree, and removal takes them too.
+  /// must not start frozen) and this object never wrote its cgroup.kill (a
+  /// child born in a killed cgroup is SIGKILLed: `killed_`). Sub-cgroups a
+  /// command made are harmless: kills and "populated" cover the whole
+  /// subtree, and removal takes them too.
   bool reusable() const noexcept;
 
   /// rmdir, sub-cgroups first (a command may have made some); true once the
@@ -149,10 +162,15 @@ class cgroup {
   void write_file(const char* file, std::string_view text) noexcept;
 
   std::filesystem::path path_;
+  unique_fd dir_;
   unique_fd procs_;
   // Kept open: "populated" is read on every settle and every stop round, one
   // pread each rather than open + pread + close.
   unique_fd events_;
+  // Once cgroup.kill was written, Linux (seen on 6.18) SIGKILLs every child
+  // later created in the cgroup by clone3(CLONE_INTO_CGROUP) at birth — an
+  // empty cgroup too, for good — so a killed cgroup is removed, not reused.
+  bool killed_ = false;
 };
 
 /// The host cgroup an executor's cgroup is created under: `configured` when

@@ -105,6 +105,7 @@ class cgroup_lease {
 
   const std::filesystem::path& path() const noexcept { return cgroup_->path(); }
   int procs_fd() const noexcept { return cgroup_->procs_fd(); }
+  int dir_fd() const noexcept { return cgroup_->dir_fd(); }
   void close_procs_fd() noexcept { cgroup_->close_procs_fd(); }
   void kill() noexcept { cgroup_->kill(); }
   void signal_members(int signo) noexcept { cgroup_->signal_members(signo); }

@@ -5,7 +5,8 @@
 // The child, in order (every array it touches is built by the parent before
 // the clone):
 //   1. setsid() (a new session and process group, no controlling
-//      terminal), then — when the plan has a cgroup_procs_fd — write
+//      terminal), then — when the plan has a cgroup_procs_fd and the child
+//      was not born in that cgroup (detail/clone_into_cgroup.hpp) — write
 //      "0" to it: the child joins its cgroup before any command code runs;
 //   2. every signal disposition back to SIG_DFL (glibc's two internal
 //      signals included), then an empty signal mask;

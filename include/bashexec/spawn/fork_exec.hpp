@@ -4,7 +4,15 @@
 // the parent's side — the clone ladder and the error report; what the child
 // runs is detail/fork_exec_child.hpp.
 //
-// It spawns the way glibc's posix_spawn does: glibc's clone() with
+// With a cgroup (launch_plan::cgroup_fd) the child is created in it by
+// clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP) on the
+// same private stack (detail/clone_into_cgroup.hpp): no migration, which
+// would cost 8–10 ms on an idle machine, and no moment outside the cgroup.
+// Where the kernel (before 5.7), a seccomp profile or the architecture
+// refuses that, the process falls back for good to the path below, whose
+// child writes "0" to cgroup.procs before any command code runs.
+//
+// Otherwise it spawns the way glibc's posix_spawn does: glibc's clone() with
 // CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD on a private mmap'd stack
 // (256 KiB plus a PROT_NONE guard page), so the host's page tables are
 // neither copied nor torn down and the cost does not grow with the host's
@@ -73,7 +81,14 @@ struct fork_exec {
     detail::unique_fd pidfd;
   };
 
-  static cloned clone_child(detail::child_context& ctx);
+  /// `cgroup_fd` >= 0: the child's cgroup directory, to be born in.
+  static cloned clone_child(detail::child_context& ctx, int cgroup_fd);
+
+  /// clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP) on
+  /// the child's stack (detail/clone_into_cgroup.hpp); false when it is not
+  /// to be used or the kernel refused (then `pid`/`pidfd` are untouched/-1).
+  static bool born_in_cgroup(detail::child_context& ctx, int cgroup_fd, void* stack_top, pid_t& pid,
+                             int& pidfd) noexcept;
 };
 
 }  // namespace bashexec

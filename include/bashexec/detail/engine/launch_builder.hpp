@@ -137,6 +137,7 @@ class launch_builder {
     if (cgroups_) {
       p.cgroup.emplace(cgroups_->acquire());
       p.plan.cgroup_procs_fd = p.cgroup->procs_fd();
+      p.plan.cgroup_fd = p.cgroup->dir_fd();
       p.containment = containment_mechanism::cgroup;
     }
     if constexpr (Confinement::confines) {

@@ -109,7 +109,7 @@ BASHEXEC_DECL bool cgroup::wait_empty(std::chrono::milliseconds limit) const noe
 }
 
 BASHEXEC_DECL bool cgroup::reusable() const noexcept {
-  if (path_.empty() || !events_) return false;
+  if (path_.empty() || !events_ || killed_) return false;
   char buf[256];
   ssize_t n = ::pread(events_.get(), buf, sizeof buf - 1, 0);
   if (n <= 0) return false;
@@ -123,6 +123,7 @@ BASHEXEC_DECL bool cgroup::reusable() const noexcept {
 BASHEXEC_DECL bool cgroup::remove() noexcept {
   if (path_.empty()) return true;
   if (!remove_tree(path_.c_str(), 0)) return false;
+  dir_.reset();
   procs_.reset();
   events_.reset();
   path_.clear();
@@ -149,7 +150,8 @@ BASHEXEC_DECL bool cgroup::has_kill() const noexcept { return ::access((path_ / 
 
 BASHEXEC_DECL cgroup cgroup::adopt(std::filesystem::path path) {
   cgroup made(std::move(path));
-  made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);  // throws: `made` removes the directory
+  made.dir_ = open_in(made.path_, ".", O_RDONLY | O_DIRECTORY);  // throws: `made` removes the directory
+  made.procs_ = open_in(made.path_, "cgroup.procs", O_WRONLY);
   made.events_ = open_in(made.path_, "cgroup.events", O_RDONLY);
   return made;
 }

@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/detail/c_strings.hpp"
+#include "bashexec/detail/clone_into_cgroup.hpp"
 #include "bashexec/detail/fork_exec_child.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/detail/unique_fd.hpp"
@@ -54,7 +55,7 @@ BASHEXEC_DECL process_handle fork_exec::spawn(const launch_plan& plan) const {
                             static_cast<int>(plan.limits.size()),
                             plan.cgroup_procs_fd};
 
-  auto [pid, pidfd] = clone_child(ctx);
+  auto [pid, pidfd] = clone_child(ctx, plan.cgroup_procs_fd >= 0 ? plan.cgroup_fd : -1);
   errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
 
   // After a vfork-style clone the child has already exec'd or exited, so
@@ -89,7 +90,40 @@ BASHEXEC_DECL std::vector<int> detail::child_sources(const launch_plan& plan, un
   return sources;
 }
 
-BASHEXEC_DECL fork_exec::cloned fork_exec::clone_child(detail::child_context& ctx) {
+BASHEXEC_DECL bool fork_exec::born_in_cgroup(detail::child_context& ctx, int cgroup_fd, void* stack_top,
+                                           pid_t& pid, int& pidfd) noexcept {
+  if (cgroup_fd < 0 || detail::clone_into_cgroup_refused().load(std::memory_order_relaxed)) return false;
+  detail::clone_args_v2 args{};
+  args.flags = detail::clone_vm_flag | detail::clone_vfork_flag | detail::clone_pidfd_flag |
+               detail::clone_into_cgroup_flag;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.stack = reinterpret_cast<std::uint64_t>(static_cast<char*>(stack_top) - detail::vfork_stack_bytes);
+  args.stack_size = detail::vfork_stack_bytes;
+  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  // The child is in its cgroup already: it must not write cgroup.procs.
+  // (It reads `ctx` through the shared address space; we are suspended
+  // until it exec'd or exited, so restoring the field after is race-free.)
+  const int procs_fd = ctx.cgroup_procs_fd;
+  ctx.cgroup_procs_fd = -1;
+  const long result = detail::vfork_clone3(args, &detail::child_main, &ctx);
+  ctx.cgroup_procs_fd = procs_fd;
+  if (result >= 0) {
+    pid = static_cast<pid_t>(result);
+    return true;
+  }
+  pidfd = -1;
+  // A kernel before 5.7 (EINVAL: unknown flag; E2BIG: larger clone_args;
+  // ENOSYS before 5.3), a seccomp profile (ENOSYS, EPERM) or an architecture
+  // without the trampoline: never again in this process. Anything else
+  // (EAGAIN, ENOMEM, a cgroup refusing this child) goes to the clone() path
+  // for this call, which reports it in its own terms.
+  if (result == -ENOSYS || result == -EPERM || result == -E2BIG || result == -EINVAL)
+    detail::clone_into_cgroup_refused().store(true, std::memory_order_relaxed);
+  return false;
+}
+
+BASHEXEC_DECL fork_exec::cloned fork_exec::clone_child(detail::child_context& ctx, int cgroup_fd) {
   // Each path is tried until the kernel (or a seccomp filter) says it is
   // not there; the answer is kept for the life of the process.
   static std::atomic<bool> vfork_missing{false};
@@ -103,12 +137,14 @@ BASHEXEC_DECL fork_exec::cloned fork_exec::clone_child(detail::child_context& ct
     detail::vfork_stack stack;
     {
       detail::all_signals_blocked blocked;
-      pid = ::clone(&detail::child_main, stack.top(),
-                    CLONE_VM | CLONE_VFORK | static_cast<int>(detail::clone_pidfd_flag) | SIGCHLD, &ctx, &pidfd);
-      // Only meaningful when clone() returned -1 (the child never ran);
-      // after a successful clone errno holds whatever the child left in
-      // this thread's slot.
-      error = errno;
+      if (!born_in_cgroup(ctx, cgroup_fd, stack.top(), pid, pidfd)) {
+        pid = ::clone(&detail::child_main, stack.top(),
+                      CLONE_VM | CLONE_VFORK | static_cast<int>(detail::clone_pidfd_flag) | SIGCHLD, &ctx, &pidfd);
+        // Only meaningful when clone() returned -1 (the child never ran);
+        // after a successful clone errno holds whatever the child left in
+        // this thread's slot.
+        error = errno;
+      }
     }
     // `stack` is unmapped here: CLONE_VFORK resumed us only after the
     // child exec'd or exited.
