@@ -14,6 +14,8 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -98,9 +100,10 @@ std::vector<probe> probes() {
       {"readlink /proc/self/fd/0; cat | wc -c"},
       {"kill -TERM $$"},
       {"exit 42"},
-      // In the call's own cgroup (spawn-N) while it runs; the executor's
-      // cgroup name differs between the two executors.
-      {"grep '^0::' /proc/self/cgroup | sed 's#/bashexec-[^/]*/#/EXECUTOR/#; s/[0-9]*$//'"},
+      // In a cgroup of its own below the executor's while it runs. The names
+      // differ: the executor's between the two executors, and the call's
+      // (spawn-N cold, prespawn-N warm: born there, see the cgroup cases).
+      {"grep '^0::' /proc/self/cgroup | sed 's#/bashexec-[^/]*/[a-z]*-[0-9]*$#/EXECUTOR/CALL#'"},
       {"echo x > /etc/bashexec-prespawn-probe; echo status=$?"},
       {"echo before; sleep 30", std::nullopt, 300ms},
       // A leftover holding the output open after the shell exited.
@@ -399,4 +402,113 @@ TEST_CASE("prespawned: stopped waiting processes are dropped when found and dela
     CHECK(std::none_of(waiting.begin(), waiting.end(), [](long pid) { return test_support::pid_alive(pid); }));
   }
   CHECK(test_support::children_of_self().empty());
+}
+
+namespace {
+
+/// The cgroup v2 path of `pid` below the mount, from /proc/PID/cgroup.
+std::string cgroup_of(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find("0::");
+  if (at == std::string::npos) return {};
+  return text.substr(at + 3, text.find('\n', at) - at - 3);
+}
+
+/// The directory of cgroup `relative` (as /proc/PID/cgroup names it) where
+/// cgroup v2 is mounted here; empty when it is not found.
+fs::path cgroup_directory(const std::string& relative) {
+  for (const char* mount : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"})
+    if (fs::path dir = fs::path(mount) / fs::path(relative).relative_path(); fs::exists(dir / "cgroup.procs"))
+      return dir;
+  return {};
+}
+
+/// A spawn policy that says it placed its process in `target`: what a
+/// broken or hostile third-party policy could hand the engine.
+struct misplacing_spawn : fork_exec {
+  static constexpr std::string_view name = "misplacing";
+  static inline std::string target;
+  process_handle spawn(const launch_plan& plan) const {
+    process_handle handle = fork_exec::spawn(plan);
+    handle.place_in_cgroup(target);
+    return handle;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("prespawned: under cgroup containment a waiting process is born in a cgroup of its own and its call runs "
+          "there, so no call moves a process (issue 27)",
+          "[prespawned][cgroup]") {
+  basic_executor<warm_unconfined> executor(test_support::fast_config());
+  const auto host_children = test_support::children_of_self();  // the cgroup guardian
+  const run_result first = executor.run(executor.resolve({.command = "true"}));
+  if (first.containment != containment_mechanism::cgroup) {
+    WARN("skipped: no cgroup containment here (" << executor.containment_fallback() << ")");
+    return;
+  }
+  // Each waiting process sits alone in a prespawn-N cgroup beside the
+  // executor's spawn-N ones before any call took it; a warm call runs in
+  // the cgroup its process was born in, and that cgroup contains the call
+  // (a leftover is killed with it).
+  for (int call = 0; call < 3; ++call) {
+    INFO("call " << call);
+    REQUIRE(executor.spawner().wait_until_warm(10s));
+    std::set<std::string> homes;
+    std::size_t waiting = 0;
+    for (long pid : test_support::children_of_self()) {
+      if (std::find(host_children.begin(), host_children.end(), pid) != host_children.end()) continue;
+      const std::string home = cgroup_of(pid);
+      INFO("waiting process " << pid << " in " << home);
+      CHECK(fs::path(home).filename().string().starts_with("prespawn-"));
+      homes.insert(home);
+      ++waiting;
+    }
+    REQUIRE(waiting > 0);
+    CHECK(homes.size() == waiting);
+    const auto before = executor.spawner().stats();
+    const run_result r =
+        executor.run(executor.resolve({.command = "sed -n 's/^0:://p' /proc/self/cgroup; setsid sleep 30 & echo"}));
+    CHECK(executor.spawner().stats().warm == before.warm + 1);
+    CHECK(r.containment == containment_mechanism::cgroup);
+    const std::string ran_in = r.out.text.substr(0, r.out.text.find('\n'));
+    CHECK(homes.count(ran_in) == 1);
+    CHECK(r.leftovers_killed);
+  }
+}
+
+TEST_CASE("prespawned: a spawn policy naming a cgroup that is not its own beside the plan's is refused and its "
+          "process killed, never left uncontained",
+          "[prespawned][cgroup]") {
+  basic_executor<policies<spawn_with<misplacing_spawn>>> executor(test_support::fast_config());
+  const auto host_children = test_support::children_of_self();  // the cgroup guardian
+  misplacing_spawn::target.clear();
+  const run_result first = executor.run(executor.resolve({.command = "true"}));
+  if (first.containment != containment_mechanism::cgroup) {
+    WARN("skipped: no cgroup containment here (" << executor.containment_fallback() << ")");
+    return;
+  }
+  const run_result own = executor.run(executor.resolve({.command = "sed -n 's/^0:://p' /proc/self/cgroup"}));
+  const fs::path spawn_cgroup = cgroup_directory(own.out.text.substr(0, own.out.text.find('\n')));
+  REQUIRE(spawn_cgroup.filename().string().starts_with("spawn-"));
+  const fs::path executor_cgroup = spawn_cgroup.parent_path();
+  for (const fs::path& target : {executor_cgroup, executor_cgroup.parent_path(), executor_cgroup / "nonexistent",
+                                 executor_cgroup / "prespawn-1" / ".."}) {
+    INFO("placed in " << target);
+    misplacing_spawn::target = target.string();
+    CHECK_THROWS_AS(executor.run(executor.resolve({.command = "sleep 30"})), infrastructure_error);
+    CHECK(test_support::children_of_self() == host_children);
+  }
+  // One of the executor's own per-spawn cgroups: its name is refused.
+  misplacing_spawn::target = spawn_cgroup.string();
+  try {
+    executor.run(executor.resolve({.command = "sleep 30"}));
+    FAIL("a spawn- cgroup was adopted");
+  } catch (const infrastructure_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("not a cgroup of its own"));
+  }
+  CHECK(test_support::children_of_self() == host_children);
+  misplacing_spawn::target.clear();
+  CHECK(executor.run(executor.resolve({.command = "echo still"})).out.text == "still\n");
 }

@@ -5,10 +5,13 @@
 // the group), never through a raw pid of its own, so a spawn policy may hand
 // out a process it created earlier (a pool of prespawned processes): all
 // that matters is that the handle's pid leads the group the command runs in
-// and that its pidfd reports that process's exit.
+// and that its pidfd reports that process's exit — and, under cgroup
+// containment, that the process is in the plan's cgroup, or in one the
+// policy made beside it and names here (`placed_in_cgroup`).
 #pragma once
 
 #include <csignal>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -49,9 +52,22 @@ class process_handle {
     if (pid_ > 0) ::kill(-pid_, signo);
   }
 
+  /// Under cgroup containment a policy may create its process, ahead of the
+  /// call, in a cgroup of its own making instead of the plan's
+  /// (launch_plan::cgroup_fd): one directly in the same parent directory,
+  /// holding nothing else, whose name does not begin with `spawn-`. It names
+  /// that cgroup here and lets go of it; the engine then contains the call
+  /// by it (and reuses it afterwards) and returns the plan's unused one. The
+  /// prespawned pool does this so that its waiting processes are born in
+  /// their cgroup (a move into a cgroup costs a grace period on an idle
+  /// machine). Empty: the process is in the plan's cgroup, if it has one.
+  void place_in_cgroup(std::filesystem::path cgroup) { placed_in_cgroup_ = std::move(cgroup); }
+  const std::filesystem::path& placed_in_cgroup() const noexcept { return placed_in_cgroup_; }
+
  private:
   pid_t pid_ = -1;
   detail::unique_fd pidfd_;
+  std::filesystem::path placed_in_cgroup_;
 };
 
 }  // namespace bashexec

@@ -49,6 +49,10 @@ class cgroup {
   /// Creates exactly `path` (throws on EEXIST too) and opens its cgroup.procs.
   static cgroup create_at(std::filesystem::path path);
 
+  /// Takes over the existing cgroup `path` (made by another owner that let
+  /// go of it: `release`), opening its descriptors; this object removes it.
+  static cgroup open_existing(std::filesystem::path path) { return adopt(std::move(path)); }
+
   cgroup(cgroup&& other) noexcept
       : path_(std::move(other.path_)),
         dir_(std::move(other.dir_)),
@@ -70,6 +74,15 @@ class cgroup {
 
   /// Once the child joined (or the spawn failed) the descriptor is not needed.
   void close_procs_fd() noexcept { procs_.reset(); }
+
+  /// Lets go of the directory without touching it: its descriptors close,
+  /// and another owner (open_existing) removes it. Returns its path.
+  std::filesystem::path release() noexcept {
+    dir_.reset();
+    procs_.reset();
+    events_.reset();
+    return std::exchange(path_, {});
+  }
 
   /// Opens cgroup.procs again for the next child (a reused cgroup); false
   /// when that fails (the directory was removed behind our back).

@@ -63,6 +63,13 @@ class executor_cgroup : public std::enable_shared_from_this<executor_cgroup> {
   /// join: an idle one when there is one, else a fresh one (one mkdir).
   cgroup_lease acquire();
 
+  /// Takes over `placed`, a cgroup a spawn policy made directly in this
+  /// executor's cgroup and created its process in (process_handle::
+  /// placed_in_cgroup): the call is contained by it from then on, and it
+  /// joins the free list when settled. Throws infrastructure_error for any
+  /// other path — one outside this cgroup, or one of its own `spawn-` ones.
+  cgroup_lease adopt(const std::filesystem::path& placed);
+
   const std::filesystem::path& path() const noexcept { return self_->path(); }
   pid_t guardian_pid() const noexcept { return guardian_.pid(); }
 
@@ -111,6 +118,11 @@ class cgroup_lease {
   void signal_members(int signo) noexcept { cgroup_->signal_members(signo); }
   bool populated() const noexcept { return cgroup_->populated(); }
   member_census census() const noexcept { return cgroup_->census(); }
+
+  /// A lease of `placed` from the same executor cgroup (executor_cgroup::
+  /// adopt), for the call this lease was taken for: the spawn policy created
+  /// its process there instead. This lease, unused, goes back as usual.
+  cgroup_lease exchange_for(const std::filesystem::path& placed) const { return owner_->adopt(placed); }
 
  private:
   std::shared_ptr<executor_cgroup> owner_;

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include "bashexec/detail/cgroup.hpp"
 #include "bashexec/detail/fixed_list.hpp"
 #include "bashexec/detail/fork_exec_child.hpp"
 #include "bashexec/detail/linkage.hpp"
@@ -26,10 +27,14 @@ namespace bashexec::detail {
 class warm_process {
  public:
   /// Clones one waiting process that runs `hooks` (whose contexts must
-  /// outlive it) and then waits. Returns once it is waiting; throws
+  /// outlive it) and then waits. With a `home` cgroup (one the pool made
+  /// beside the executor's per-spawn cgroups) it is created inside it by
+  /// clone3(CLONE_INTO_CGROUP) where the kernel allows, so no call ever
+  /// moves it; where it does not, `home` is removed and the claim moves it
+  /// into the call's cgroup instead. Returns once it is waiting; throws
   /// infrastructure_error when the clone fails, and the hook's exception
   /// (pre_exec_failed, as fork_exec would) when a hook fails.
-  static warm_process start(const launch_plan& key_plan);
+  static warm_process start(const launch_plan& key_plan, std::optional<cgroup> home = std::nullopt);
 
   warm_process() = default;
   warm_process(warm_process&&) noexcept = default;
@@ -40,12 +45,18 @@ class warm_process {
     channel_ = std::move(other.channel_);
     control_ = std::move(other.control_);
     stack_ = std::move(other.stack_);
+    home_.reset();
+    if (other.home_) home_.emplace(std::move(*other.home_));
+    other.home_.reset();
     return *this;
   }
   ~warm_process() { discard(); }
 
   /// Hands `plan` to the process: the call's descriptors, argv, env and
-  /// workdir; moves it into the plan's cgroup first. The handle once it
+  /// workdir. A process born in its home cgroup stays there, and the handle
+  /// names that cgroup (process_handle::placed_in_cgroup); any other is moved
+  /// into the plan's cgroup first. A process with a home and a plan without
+  /// a cgroup do not match: empty. The handle once it
   /// exec'd; empty when it had died before it got the command, or did not
   /// take it within `patience` (it is stopped, or the machine is that
   /// loaded): the caller drops it and takes another. Throws what fork_exec
@@ -60,8 +71,12 @@ class warm_process {
   /// consumes nothing.
   bool waiting() const noexcept;
 
-  /// SIGKILL, then the reap; nothing once handed out or discarded.
+  /// SIGKILL, then the reap; nothing once handed out or discarded. Its home
+  /// cgroup is removed after that.
   void discard() noexcept;
+
+  /// Whether it was born in a home cgroup (tests).
+  bool has_home() const noexcept { return home_.has_value(); }
 
  private:
   pid_t pid_ = -1;
@@ -69,6 +84,7 @@ class warm_process {
   unique_fd channel_;
   std::unique_ptr<waiter_control> control_;
   std::unique_ptr<vfork_stack> stack_;
+  std::optional<cgroup> home_;
 };
 
 }  // namespace bashexec::detail

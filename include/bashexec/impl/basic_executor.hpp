@@ -135,7 +135,7 @@ task_id basic_executor<Policies>::start(const exec_spec& spec) {
     // On the executor's spawn thread: whatever the kernel ties to the
     // spawning thread (bwrap's die-with-parent) lives as long as we do.
     process_handle process =
-        state.spawner.call([this, &launch] { return detail::spawn_checked(spawn_, launch.plan); });
+        state.spawner.call([this, &launch] { return detail::spawn_launch(spawn_, launch); });
     task->begin(std::move(process), std::move(launch));
   } catch (const pre_exec_failed& e) {
     // The confinement's own step failed in the child: a runner failure.

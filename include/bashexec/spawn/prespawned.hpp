@@ -24,14 +24,21 @@
 //   - The destructor kills and reaps every waiting process; none of them
 //     holds any host descriptor, and none holds another's socket, so a
 //     command from the pool sees no pool machinery.
-//   - Cgroup: the parent writes the taken process's pid to the plan's
-//     cgroup_procs_fd before it sends the command, so the process is in the
-//     call's cgroup before any command code runs. Limits are applied right
-//     before exec, as in the cold path.
+//   - Cgroup: under cgroup containment each waiting process is created by
+//     clone3(CLONE_INTO_CGROUP) in a cgroup of its own, `prespawn-N`, made
+//     beside the executor's per-spawn cgroups (their parent is learnt from
+//     the first plan's cgroup_fd); the call is then contained by that
+//     cgroup (process_handle::placed_in_cgroup) and nothing moves on the
+//     call's path — a move costs an RCU grace period on an idle machine.
+//     Where clone3 is refused, the parent writes the taken process's pid to
+//     the plan's cgroup_procs_fd before it sends the command instead. Either
+//     way the process is in the call's cgroup before any command code runs.
+//     Limits are applied right before exec, as in the cold path.
 // What may differ from a cold spawn: state the process took from the host
 // when it was started rather than at the call — the host's umask, rlimits,
 // cgroup and credentials at that time (the call's own limits and cgroup are
-// applied at the call).
+// applied at the call), and the name of the call's cgroup (prespawn-N, not
+// spawn-N).
 #pragma once
 
 #include <chrono>

@@ -115,7 +115,7 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   launch.plan.deadline = deadline;
   process_handle process;
   try {
-    process = spawn_checked(spawner, launch.plan);
+    process = spawn_launch(spawner, launch);
   } catch (const pre_exec_failed& e) {
     // The confinement's own step failed in the child: the command never ran.
     if (launch.confined) throw runner_unavailable(confinement_name, *launch.info, e.what());

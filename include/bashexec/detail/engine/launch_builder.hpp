@@ -76,6 +76,14 @@ struct prepared_launch {
   bool runner_holds_command() const noexcept { return confined && confined->pid_namespace; }
 };
 
+/// The spawn policy created `process` in the cgroup it names
+/// (process_handle::placed_in_cgroup) rather than in the plan's: that one
+/// becomes `launch`'s lease, and the plan's goes back unused. A name the
+/// executor cannot take (no cgroup containment, or not a cgroup of the
+/// policy's own beside the plan's) kills and reaps the process and throws
+/// infrastructure_error: a process nothing contains never runs on.
+BASHEXEC_DECL void adopt_placed_cgroup(process_handle& process, prepared_launch& launch);
+
 /// What contains an executor's spawns, decided once at construction.
 struct containment_choice {
   /// Empty: process-group containment. Shared with every cgroup lease, so

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/engine/launch_builder.hpp"
 #include "bashexec/executor_traits.hpp"
 #include "bashexec/spawn.hpp"
 
@@ -54,6 +55,16 @@ template <class S>
 process_handle spawn_checked(const S& spawner, const launch_plan& plan) {
   refuse_unsupported<S>(plan);
   return spawner.spawn(plan);
+}
+
+/// Starts `launch` with the executor's spawn policy; when the policy placed
+/// its process in a cgroup of its own (process_handle::placed_in_cgroup),
+/// that cgroup becomes the launch's lease.
+template <class S>
+process_handle spawn_launch(const S& spawner, prepared_launch& launch) {
+  process_handle process = spawn_checked(spawner, launch.plan);
+  if (!process.placed_in_cgroup().empty()) adopt_placed_cgroup(process, launch);
+  return process;
 }
 
 }  // namespace bashexec::detail

@@ -60,6 +60,9 @@ BASHEXEC_DECL cgroup cgroup::create_at(std::filesystem::path path) {
 BASHEXEC_DECL cgroup::~cgroup() {
   if (path_.empty()) return;
   procs_.reset();
+  // Removed with its parent already (a prespawned pool's cgroup outlived by
+  // its executor's): nothing is left to kill or wait for.
+  if (struct stat st {}; ::stat(path_.c_str(), &st) != 0 && errno == ENOENT) return;
   if (populated()) {
     kill();
     wait_empty(std::chrono::milliseconds(2000));

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include <fmt/core.h>
 
 #include "bashexec/detail/cgroup.hpp"
@@ -54,6 +56,21 @@ BASHEXEC_DECL cgroup_lease executor_cgroup::acquire() {
     if (idle->reusable()) return cgroup_lease(shared_from_this(), std::move(*idle));
   }
   return cgroup_lease(shared_from_this(), make_spawn_cgroup());
+}
+
+BASHEXEC_DECL cgroup_lease executor_cgroup::adopt(const std::filesystem::path& placed) {
+  // The same directory by identity, not spelling: the policy found the
+  // parent through a descriptor, this object through a configured path.
+  const std::string name = placed.filename().string();
+  struct stat here {}, there {};
+  const bool beside = ::fstat(self_->dir_fd(), &here) == 0 && ::stat(placed.parent_path().c_str(), &there) == 0 &&
+                      here.st_dev == there.st_dev && here.st_ino == there.st_ino;
+  if (!beside || name.empty() || name == "." || name == ".." || name.rfind("spawn-", 0) == 0)
+    throw infrastructure_error(fmt::format(
+        "cgroup containment: the spawn policy placed its process in {}, which is not a cgroup of its own "
+        "directly under {}",
+        placed.string(), self_->path().string()));
+  return cgroup_lease(shared_from_this(), cgroup::open_existing(placed));
 }
 
 BASHEXEC_DECL cgroup executor_cgroup::make_spawn_cgroup() {

@@ -20,6 +20,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/detail/c_strings.hpp"
+#include "bashexec/detail/clone_into_cgroup.hpp"
 #include "bashexec/detail/pidfd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
@@ -53,7 +54,7 @@ inline bool read_report(int fd, child_report& report, bool* ready = nullptr) {
 
 }  // namespace prespawn
 
-BASHEXEC_DECL warm_process warm_process::start(const launch_plan& key_plan) {
+BASHEXEC_DECL warm_process warm_process::start(const launch_plan& key_plan, std::optional<cgroup> home) {
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) throw_syscall("socketpair");
   warm_process process;
@@ -69,14 +70,36 @@ BASHEXEC_DECL warm_process warm_process::start(const launch_plan& key_plan) {
   control.enter.hook_count = static_cast<int>(key_plan.hooks.size());
 
   int pidfd = -1;
-  pid_t pid;
-  int error;
+  pid_t pid = -1;
+  int error = 0;
   {
     all_signals_blocked blocked;
-    pid = ::clone(&waiting_child_main, process.stack_->top(),
-                  CLONE_VM | static_cast<int>(clone_pidfd_flag) | SIGCHLD, &control, &pidfd);
-    error = errno;
+    if (home && !clone_into_cgroup_refused().load(std::memory_order_relaxed)) {
+      // Born in its home cgroup: the claim moves nothing (clone_into_cgroup.hpp).
+      clone_args_v2 args{};
+      args.flags = clone_vm_flag | clone_pidfd_flag | clone_into_cgroup_flag;
+      args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+      args.exit_signal = SIGCHLD;
+      args.stack = reinterpret_cast<std::uint64_t>(static_cast<char*>(process.stack_->top()) - vfork_stack_bytes);
+      args.stack_size = vfork_stack_bytes;
+      args.cgroup = static_cast<std::uint64_t>(home->dir_fd());
+      const long result = vfork_clone3(args, &waiting_child_main, &control);
+      if (result >= 0) {
+        pid = static_cast<pid_t>(result);
+        process.home_.emplace(std::move(*home));
+      } else {
+        pidfd = -1;
+        if (result == -ENOSYS || result == -EPERM || result == -E2BIG || result == -EINVAL)
+          clone_into_cgroup_refused().store(true, std::memory_order_relaxed);
+      }
+    }
+    if (pid < 0) {
+      pid = ::clone(&waiting_child_main, process.stack_->top(),
+                    CLONE_VM | static_cast<int>(clone_pidfd_flag) | SIGCHLD, &control, &pidfd);
+      error = errno;
+    }
   }
+  home.reset();  // not born in it (or moved into the process): removed here
   child_end.reset();
   if (pid < 0) throw_syscall("clone (prespawned)", error);
   process.pid_ = pid;
@@ -111,9 +134,11 @@ BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_pla
   unique_fd dev_null;
   const std::vector<int> fds = child_sources(plan, dev_null);
 
-  // Into the call's cgroup before the command exists in the process (the
-  // cold child writes "0" itself; this one is not running yet).
-  if (plan.cgroup_procs_fd >= 0) {
+  // Born in its home cgroup: the call is contained by that one. Else into
+  // the call's cgroup before the command exists in the process (the cold
+  // child writes "0" itself; this one is not running yet).
+  if (home_ && plan.cgroup_procs_fd < 0) return std::nullopt;
+  if (plan.cgroup_procs_fd >= 0 && !home_) {
     const std::string pid = std::to_string(pid_);
     ssize_t n;
     while ((n = ::write(plan.cgroup_procs_fd, pid.data(), pid.size())) < 0 && errno == EINTR) {
@@ -179,6 +204,10 @@ BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_pla
     control_.reset();
     stack_.reset();  // its new image no longer uses it
     process_handle handle(std::exchange(pid_, -1), std::move(pidfd_));
+    if (home_) {
+      handle.place_in_cgroup(home_->release());
+      home_.reset();
+    }
     return handle;
   }
   discard();
@@ -208,9 +237,10 @@ BASHEXEC_DECL void warm_process::discard() noexcept {
     pidfd_.reset();
   }
   pid_ = -1;
-  // Only now that it is gone: its stack and control block.
+  // Only now that it is gone: its stack and control block, and its cgroup.
   control_.reset();
   stack_.reset();
+  home_.reset();
 }
 
 }  // namespace bashexec::detail

@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <system_error>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,8 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/cgroup.hpp"
+#include "bashexec/detail/clone_into_cgroup.hpp"
 #include "bashexec/detail/warm_process.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
 
@@ -66,6 +69,11 @@ struct prespawned::pool {
   std::condition_variable wake;    // the worker: a key wants refilling, or stop
   std::condition_variable filled;  // wait_until_warm
   std::vector<std::shared_ptr<detail::prespawn_entry>> keys;
+  /// Under cgroup containment: the executor's cgroup, learnt from the
+  /// first plan's per-spawn cgroup (its parent). Each waiting process gets
+  /// a cgroup of its own there and is born in it (warm_process::start).
+  std::filesystem::path cgroup_parent;
+  std::uint64_t homes_made = 0;
   counters totals;
   bool stopping = false;
   std::thread worker;
@@ -87,6 +95,7 @@ struct prespawned::pool {
   std::optional<detail::warm_process> take(const launch_plan& plan, std::vector<detail::warm_process>& dropped) {
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex);
+    if (cgroup_parent.empty() && plan.cgroup_fd >= 0) cgroup_parent = directory_above(plan.cgroup_fd);
     auto found = std::find_if(keys.begin(), keys.end(), [&](const auto& entry) { return entry->matches(plan); });
     if (found == keys.end()) {
       if (!poolable(plan) || keys.size() >= settings.max_keys) return std::nullopt;
@@ -121,6 +130,33 @@ struct prespawned::pool {
     for (const auto& entry : keys)
       if (entry->matches(plan))
         for (; !entry->ready.empty(); entry->ready.pop_front()) dropped.push_back(std::move(entry->ready.front()));
+  }
+
+  /// The path of the directory above the one `dir_fd` names; empty when
+  /// /proc cannot tell (the pool then moves its processes at the claim).
+  static std::filesystem::path directory_above(int dir_fd) {
+    std::error_code error;
+    auto path = std::filesystem::read_symlink(fmt::format("/proc/self/fd/{}", dir_fd), error);
+    if (error || !path.is_absolute()) return {};
+    return path.parent_path();
+  }
+
+  /// A cgroup for the next waiting process, beside the executor's per-spawn
+  /// ones (called with the lock held; the mkdir runs without it).
+  std::optional<detail::cgroup> make_home(std::unique_lock<std::mutex>& lock) {
+    if (cgroup_parent.empty() || detail::clone_into_cgroup_refused().load(std::memory_order_relaxed)) return {};
+    const auto path = cgroup_parent / fmt::format("prespawn-{}", ++homes_made);
+    lock.unlock();
+    std::optional<detail::cgroup> home;
+    try {
+      home.emplace(detail::cgroup::create_at(path));
+      home->close_procs_fd();  // the process is born inside; nobody writes it
+    } catch (const std::exception&) {
+      // Removed by the executor meanwhile, or a leftover of that name: this
+      // process is moved at its claim instead.
+    }
+    lock.lock();
+    return home;
   }
 
   bool wait_until_warm(std::chrono::milliseconds timeout) {
@@ -158,10 +194,11 @@ struct prespawned::pool {
             (!wanting || entry->ready.size() < wanting->ready.size()))
           wanting = entry;
       if (wanting) {
+        std::optional<detail::cgroup> home = make_home(lock);
         lock.unlock();
         std::optional<detail::warm_process> process;
         try {
-          process = detail::warm_process::start(wanting->key);
+          process = detail::warm_process::start(wanting->key, std::move(home));
         } catch (const std::exception&) {
           // A refused clone (EAGAIN under RLIMIT_NPROC, …) or a failing
           // hook: this key is served cold for a while — where the same

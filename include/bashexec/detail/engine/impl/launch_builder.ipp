@@ -4,6 +4,7 @@
 #include "bashexec/detail/engine/launch_builder.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include <fcntl.h>
@@ -21,6 +22,22 @@ BASHEXEC_DECL unique_fd above_stdio(unique_fd fd) {
   int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
   if (moved < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
   return unique_fd(moved);
+}
+
+BASHEXEC_DECL void adopt_placed_cgroup(process_handle& process, prepared_launch& launch) {
+  try {
+    if (!launch.cgroup)
+      throw infrastructure_error(fmt::format(
+          "the spawn policy placed its process in cgroup {}, but this executor does not contain by cgroup",
+          process.placed_in_cgroup().string()));
+    cgroup_lease placed = launch.cgroup->exchange_for(process.placed_in_cgroup());
+    launch.cgroup.reset();  // unused: back to the free list
+    launch.cgroup.emplace(std::move(placed));
+  } catch (...) {
+    process.signal_group(SIGKILL);
+    process.wait_blocking();
+    throw;
+  }
 }
 
 BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads) {
