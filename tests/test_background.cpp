@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <bashexec/signal_name.hpp>
@@ -678,4 +681,50 @@ TEST_CASE("contract 9/12: a stop requested after the executor is gone reaches no
   }
   stop.request_stop();  // the callbacks are gone with their tasks: no use after free
   SUCCEED("request_stop after disposal returned");
+}
+
+namespace {
+
+/// This process's descriptors that are epoll sets.
+std::vector<int> epoll_descriptors() {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target.string() == "anon_inode:[eventpoll]") out.push_back(std::stoi(entry.path().filename()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("reactor: when its epoll set breaks, every task is killed and settles with the reason, the host lives on, "
+          "and later starts are refused with it (issue 26: a library thread never throws)",
+          "[background][reactor]") {
+  const auto before = epoll_descriptors();
+  unconfined_executor executor(fast_config());
+  const task_id running = start(executor, "sleep 30");
+  std::vector<int> ours;
+  for (int fd : epoll_descriptors())
+    if (std::find(before.begin(), before.end(), fd) == before.end()) ours.push_back(fd);
+  REQUIRE(ours.size() == 1);
+  // The epoll set's number now names /dev/null: the next epoll_wait fails
+  // with EINVAL, as a real broken set would. (Before: std::terminate.)
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(null_fd >= 0);
+  REQUIRE(::dup3(null_fd, ours.front(), O_CLOEXEC) == ours.front());  // the reactor closes it in the end
+  ::close(null_fd);
+  // This start cannot register (epoll_ctl fails) and wakes the loop.
+  const task_id second = start(executor, "sleep 30");
+  CHECK(executor.wait(second).status == task_status::killed);
+  const task_snapshot facts = executor.wait(running);  // bounded by the test's timeout: a hang is a failure
+  CHECK(facts.status == task_status::killed);
+  REQUIRE(facts.start_error);
+  CHECK_THAT(*facts.start_error, Catch::Contains("epoll_wait"));
+  const task_snapshot later = executor.wait(start(executor, "echo never"));
+  CHECK(later.status == task_status::killed);
+  REQUIRE(later.start_error);
+  CHECK_THAT(*later.start_error, Catch::Contains("reactor thread stopped"));
+  // Foreground runs do not use the reactor: they still work.
+  CHECK(executor.run(executor.resolve({.command = "echo still"})).out.text == "still\n");
 }

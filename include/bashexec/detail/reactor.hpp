@@ -5,6 +5,12 @@
 // Threading: `add` and `wake` may be called from any thread; every client
 // callback runs on the reactor thread; clients lock their own state.
 //
+// Failure: nothing leaves the reactor thread by exception (that would
+// terminate the host). A client whose callback throws is failed alone — its
+// `on_failure` kills its child and records why, then it settles. A broken
+// epoll set fails every client and ends the thread; `add` then throws
+// infrastructure_error with the reason, so later tasks are refused with it.
+//
 // Lifetime: a client may be destroyed once its `on_settled` has begun (the
 // executor forgets settled tasks). epoll reports events per open file
 // description, and a description outlives our close while a child being
@@ -24,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -47,6 +54,10 @@ class reactor {
     virtual bool settled() = 0;
     /// Called once, on the reactor thread, right after the child settled.
     virtual void on_settled() = 0;
+    /// The reactor cannot drive this client any more (`reason`): kill and
+    /// reap its child and record why; `on_settled` follows, and no other
+    /// callback. Must not throw.
+    virtual void on_failure(const char* reason) noexcept = 0;
 
    private:
     friend class reactor;
@@ -65,7 +76,8 @@ class reactor {
   void start();
 
   /// Starts watching `c` (its fds must be open). On failure nothing of `c`
-  /// stays registered.
+  /// stays registered; a reactor that broke (see the file comment) refuses
+  /// with infrastructure_error naming why.
   void add(client& c);
 
   /// Makes the loop look at deadlines again (after a kill request).
@@ -94,7 +106,11 @@ class reactor {
   void release_slots_locked(client& c);
   void start_locked();
   void signal_wake();
-  void loop();
+  /// The thread's body: `drive`, and whatever it throws fails every client.
+  void loop() noexcept;
+  void drive(std::vector<client*>& clients);
+  /// Fails `c` with `reason` (on_failure, then on_settled) and releases it.
+  void fail(client& c, const char* reason) noexcept;
 
   std::mutex mutex_;
   std::thread thread_;
@@ -104,6 +120,8 @@ class reactor {
   std::vector<slot> slots_;
   std::vector<std::uint32_t> free_slots_;
   bool stopping_ = false;
+  /// Why the loop ended on its own; empty while it runs.
+  std::string broken_;
 };
 
 }  // namespace bashexec::detail

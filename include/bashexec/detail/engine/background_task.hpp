@@ -206,6 +206,14 @@ class background_task final : public reactor::client {
     std::lock_guard lock(mutex_);
     return child_->settled();
   }
+  void on_failure(const char* reason) noexcept override {
+    try {
+      abandon(reason);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      child_.reset();  // killed and reaped all the same, without the words
+    }
+  }
 
   /// Stamps the final facts (contract 17), then hands them to the host
   /// (listeners, then the retention policy).

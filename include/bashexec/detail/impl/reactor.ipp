@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,6 +22,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "bashexec/errors.hpp"
+
 namespace bashexec::detail {
 
 BASHEXEC_DECL void reactor::start() {
@@ -29,6 +33,7 @@ BASHEXEC_DECL void reactor::start() {
 
 BASHEXEC_DECL void reactor::add(client& c) {
   std::lock_guard lock(mutex_);
+  if (!broken_.empty()) throw infrastructure_error("the executor's reactor thread stopped: " + broken_);
   start_locked();
   for (std::size_t i = 0; i < 4; ++i) {
     int fd = c.fd(sources[i]);
@@ -113,11 +118,68 @@ BASHEXEC_DECL void reactor::signal_wake() {
   [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
 }
 
-BASHEXEC_DECL void reactor::loop() {
+BASHEXEC_DECL void reactor::fail(client& c, const char* reason) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    release_slots_locked(c);
+  }
+  c.on_failure(reason);
+  try {
+    c.on_settled();
+  } catch (...) {
+    // The task's facts are stamped before anything that could throw here.
+  }
+}
+
+BASHEXEC_DECL void reactor::loop() noexcept {
   std::vector<client*> clients;
+  std::string reason;
+  try {
+    drive(clients);
+    return;
+  } catch (const std::exception& e) {
+    reason = e.what();
+  } catch (...) {
+    reason = "unknown error";
+  }
+  // The loop itself failed (a broken epoll set): no client can be driven.
+  std::vector<client*> waiting;
+  {
+    std::lock_guard lock(mutex_);
+    broken_ = reason.empty() ? "unknown error" : reason;
+    waiting.swap(pending_);
+  }
+  clients.insert(clients.end(), waiting.begin(), waiting.end());
+  for (client* c : clients) fail(*c, reason.c_str());
+}
+
+BASHEXEC_DECL void reactor::drive(std::vector<client*>& clients) {
   std::vector<char> scratch(1 << 16);
   std::array<epoll_event, 256> events;
   std::vector<std::pair<client*, child_source>> ready;
+  std::vector<std::pair<client*, std::string>> failed;
+  // Runs one client callback; a throw fails that client alone.
+  auto guarded = [&failed](client* c, auto&& call) {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      failed.emplace_back(c, e.what());
+    } catch (...) {
+      failed.emplace_back(c, "unknown error");
+    }
+  };
+  auto has_failed = [&failed](client* c) {
+    return std::any_of(failed.begin(), failed.end(), [c](const auto& f) { return f.first == c; });
+  };
+  auto settle_failed = [&] {
+    for (std::size_t i = 0; i < failed.size(); ++i) {
+      client* c = failed[i].first;
+      if (std::find(clients.begin(), clients.end(), c) == clients.end()) continue;  // already failed
+      std::erase(clients, c);
+      fail(*c, failed[i].second.c_str());
+    }
+    failed.clear();
+  };
   for (;;) {
     {
       std::lock_guard lock(mutex_);
@@ -126,15 +188,19 @@ BASHEXEC_DECL void reactor::loop() {
     }
     // Before blocking: a client can settle on events that arrived before it
     // joined `clients`; with its fds closed nothing would wake us for it.
-    std::erase_if(clients, [this](client* c) {
-      if (!c->settled()) return false;
+    std::erase_if(clients, [&](client* c) {
+      bool settled = false;
+      guarded(c, [&] { settled = c->settled(); });
+      if (!settled) return false;
       {
         std::lock_guard lock(mutex_);
         release_slots_locked(*c);  // from here on `c` may be destroyed by anyone
       }
-      c->on_settled();
+      guarded(nullptr, [&] { c->on_settled(); });
       return true;
     });
+    std::erase_if(failed, [](const auto& f) { return f.first == nullptr; });  // an on_settled that threw: done
+    settle_failed();
     {
       std::lock_guard lock(mutex_);
       if (stopping_ && clients.empty() && pending_.empty()) return;
@@ -142,13 +208,17 @@ BASHEXEC_DECL void reactor::loop() {
     int timeout_ms = -1;
     const auto now = clock::now();
     for (client* c : clients)
-      if (auto at = c->deadline()) {
-        auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
-        ms = std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max());
-        if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
-      }
+      guarded(c, [&] {
+        if (auto at = c->deadline()) {
+          auto ms = std::chrono::ceil<std::chrono::milliseconds>(*at - now).count();
+          ms = std::clamp<decltype(ms)>(ms, 0, std::numeric_limits<int>::max());
+          if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
+        }
+      });
+    if (!failed.empty()) timeout_ms = 0;
     int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
-    if (n < 0 && errno != EINTR) throw_syscall("epoll_wait");  // terminates: a broken epoll is fatal
+    if (n < 0 && errno != EINTR) throw_syscall("epoll_wait");  // caught by loop(): every client fails
+    if (n < 0) n = 0;
     const auto after = clock::now();
     ready.clear();
     {
@@ -169,14 +239,21 @@ BASHEXEC_DECL void reactor::loop() {
     }
     // Only this thread releases slots, so every client in `ready` lives on.
     for (auto [owner, source] : ready) {
-      // A stale event for a descriptor closed earlier in this batch.
-      if (owner->fd(source) < 0) continue;
-      owner->on_event(source, scratch.data(), scratch.size(), after);
+      if (has_failed(owner)) continue;
+      guarded(owner, [&, owner = owner, source = source] {
+        // A stale event for a descriptor closed earlier in this batch.
+        if (owner->fd(source) < 0) return;
+        owner->on_event(source, scratch.data(), scratch.size(), after);
+      });
     }
     for (client* c : clients) {
-      auto at = c->deadline();
-      if (at && *at <= after) c->on_time(after);
+      if (has_failed(c)) continue;
+      guarded(c, [&] {
+        auto at = c->deadline();
+        if (at && *at <= after) c->on_time(after);
+      });
     }
+    settle_failed();
   }
 }
 
