@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -782,4 +783,45 @@ TEST_CASE("containment: after a run whose stop wrote cgroup.kill, the next runs 
     CHECK(done.status == task_status::completed);
     CHECK(done.exit_code == 0);
   }
+}
+
+TEST_CASE("containment: a child born in its cgroup runs with the host thread's CPU mask, never the pin around its "
+          "clone (issue 27)",
+          "[containment][cgroup]") {
+  fork_executor executor(fast_config());
+  auto allowed = [&] {
+    const run_result r = executor.run(executor.resolve({.command = "grep Cpus_allowed_list /proc/self/status"}));
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  const run_result first = allowed();
+  if (first.containment != containment_mechanism::cgroup) {
+    WARN("skipped: no cgroup containment here (" << executor.containment_fallback() << ")");
+    return;
+  }
+  cpu_set_t host;
+  REQUIRE(::sched_getaffinity(0, sizeof host, &host) == 0);
+  if (CPU_COUNT(&host) < 2) {
+    WARN("skipped: this thread may run on one CPU only, so no pin is made");
+    return;
+  }
+  std::ifstream status("/proc/thread-self/status");
+  std::string line, mine;
+  while (std::getline(status, line))
+    if (line.rfind("Cpus_allowed_list", 0) == 0) mine = line + "\n";
+  for (int call = 0; call < 20; ++call) {
+    INFO("call " << call);
+    CHECK(allowed().out.text == mine);
+  }
+  // A host thread restricted to one CPU: the child gets exactly that.
+  int first_cpu = 0;
+  while (!CPU_ISSET(first_cpu, &host)) ++first_cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first_cpu, &one);
+  REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);
+  const run_result narrowed = allowed();
+  REQUIRE(::sched_setaffinity(0, sizeof host, &host) == 0);
+  CHECK(narrowed.out.text == "Cpus_allowed_list:\t" + std::to_string(first_cpu) + "\n");
+  CHECK(allowed().out.text == mine);
 }

@@ -178,6 +178,12 @@ struct child_context {
   const resource_limit* limits = nullptr;
   int limit_count = 0;
   int cgroup_procs_fd = -1;  // -1: no cgroup to join
+  // When set: the CPU mask to restore first thing (a cpu_set_t of
+  // `affinity_bytes` in the parent's memory). fork_exec pins its thread to
+  // its CPU around clone3(CLONE_INTO_CGROUP), so the child starts there
+  // (fork_exec.hpp, "Where the child starts"), and the child widens it back.
+  const void* affinity = nullptr;
+  unsigned affinity_bytes = 0;
 };
 
 // The child's steps (detail/impl/fork_exec_child.ipp) are raw system calls

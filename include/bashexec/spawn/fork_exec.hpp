@@ -8,6 +8,10 @@
 // clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP) on the
 // same private stack (detail/clone_into_cgroup.hpp): no migration, which
 // would cost 8–10 ms on an idle machine, and no moment outside the cgroup.
+// The calling thread is pinned to its CPU around that clone and the child
+// restores the host's mask first thing: born into another cgroup, the child
+// was otherwise often placed on an idle CPU that wakes slowly (~250 µs of a
+// spaced call; docs/benchmarks.md, "Where the child starts").
 // Where the kernel (before 5.7), a seccomp profile or the architecture
 // refuses that, the process falls back for good to the path below, whose
 // child writes "0" to cgroup.procs before any command code runs.

@@ -46,6 +46,10 @@ BASHEXEC_DECL BASHEXEC_CHILD_CODE int child_main(void* arg) noexcept {
 
 BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_enter(const child_context& ctx) noexcept {
   const int error_fd = ctx.error_fd;
+  // Born pinned to the parent's CPU: the host's mask back before anything
+  // else (it never moves this task; the exec may place it anywhere). A
+  // failure leaves the command on one CPU, slower but otherwise the same.
+  if (ctx.affinity) ::syscall(SYS_sched_setaffinity, 0, ctx.affinity_bytes, ctx.affinity);
   if (::syscall(SYS_setsid) < 0) child_fail(error_fd, child_stage::setsid, errno);
   // "0" is "the writing process"; a vfork child is its own thread group, so
   // only it moves, never the suspended parent.
