@@ -31,7 +31,7 @@
 
 #include <fmt/format.h>
 
-#include <bashexec/detail/spill_directory.hpp>
+#include <bashexec/spill_directory.hpp>
 #include <bashexec/output/head_tail.hpp>
 #include <bashexec/output/tail_spill.hpp>
 #include <bashexec/output/unbounded.hpp>

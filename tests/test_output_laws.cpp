@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <bashexec/detail/spill_directory.hpp>
+#include <bashexec/spill_directory.hpp>
 #include <bashexec/output/head_tail.hpp>
 #include <bashexec/output/tail_spill.hpp>
 #include <bashexec/output/unbounded.hpp>

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include <bashexec/detail/shared_temp.hpp>
-#include <bashexec/detail/spill_directory.hpp>
+#include <bashexec/spill_directory.hpp>
 #include <bashexec/local_executor.hpp>
 
 #include "executor_test_support.hpp"

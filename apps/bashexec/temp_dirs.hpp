@@ -25,7 +25,7 @@
 
 #include <bashexec/detail/engine/spill_placement.hpp>
 #include <bashexec/detail/shared_temp.hpp>
-#include <bashexec/detail/spill_directory.hpp>
+#include <bashexec/spill_directory.hpp>
 #include <bashexec/errors.hpp>
 
 namespace bashexec::cli {

@@ -36,7 +36,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/containment.hpp"
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/executor_traits.hpp"
 #include "bashexec/policies.hpp"
@@ -180,7 +180,7 @@ class basic_executor {
   executor_config config_;
   std::filesystem::path cwd_;
   std::filesystem::path workspace_root_;
-  detail::spill_directory spills_;
+  bashexec::spill_directory spills_;
   confinement_type confinement_;
   std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
   // Before the engine (which holds the tasks): destroyed after them (a pool

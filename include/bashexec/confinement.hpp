@@ -46,6 +46,7 @@
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/launch.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/unique_fd.hpp"
 
 namespace bashexec {
 
@@ -54,7 +55,7 @@ struct confined_launch {
   /// Mode and enforcement level; `denied`/`runner_failed` are filled later.
   sandbox_info info;
   /// Read end of a runner status channel (bwrap's --json-status-fd).
-  detail::unique_fd status;
+  unique_fd status;
   /// Anything that must outlive the spawn call (a Landlock ruleset fd).
   std::shared_ptr<void> keep_alive;
   /// The command runs in a pid namespace of its own whose end kills every

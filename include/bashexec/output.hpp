@@ -4,7 +4,7 @@
 // Minimal complete definition of an output policy `O`:
 //   static constexpr std::string_view name;
 //   class O::collector {
-//     collector(std::size_t cap, detail::spill_directory&, output_stream);
+//     collector(std::size_t cap, spill_directory&, output_stream);
 //     void append(const char* data, std::size_t size);  // bytes as they arrive
 //     std::uint64_t total() const;                      // whole-stream bytes seen
 //     output_slice since(std::uint64_t offset) const;   // bytes from a stream offset
@@ -31,8 +31,8 @@
 #include <string_view>
 
 #include "bashexec/detail/enum_names.hpp"
-#include "bashexec/detail/spill_directory.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/spill_directory.hpp"
 
 namespace bashexec {
 
@@ -56,7 +56,7 @@ struct output_slice {
 template <class O>
 concept output_policy =
     requires { { O::name } -> std::convertible_to<std::string_view>; typename O::collector; } &&
-    std::constructible_from<typename O::collector, std::size_t, detail::spill_directory&, output_stream> &&
+    std::constructible_from<typename O::collector, std::size_t, spill_directory&, output_stream> &&
     requires(typename O::collector& c, const typename O::collector& cc, const char* data,
              std::size_t size, std::uint64_t offset) {
       c.append(data, size);

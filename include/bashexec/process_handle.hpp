@@ -19,7 +19,8 @@
 
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/exit_facts.hpp"
+#include "bashexec/unique_fd.hpp"
 
 namespace bashexec {
 
@@ -27,7 +28,7 @@ class process_handle {
  public:
   process_handle() = default;
   /// Takes `pidfd`, a pidfd of `pid`, which must be the caller's own child.
-  process_handle(pid_t pid, detail::unique_fd pidfd) noexcept : pid_(pid), pidfd_(std::move(pidfd)) {}
+  process_handle(pid_t pid, unique_fd pidfd) noexcept : pid_(pid), pidfd_(std::move(pidfd)) {}
 
   /// The child's pid, which is also its process-group and session id. It
   /// stays valid after the reap (as the group's name: members may outlive
@@ -40,7 +41,7 @@ class process_handle {
 
   /// Reaps the child if it has exited (the pidfd is closed then); empty
   /// while it runs or once already reaped.
-  std::optional<detail::exit_facts> try_reap();
+  std::optional<exit_facts> try_reap();
 
   /// Blocks until the child exits and reaps it; nothing when already reaped.
   /// For paths that already killed the group (a run torn down early).
@@ -66,7 +67,7 @@ class process_handle {
 
  private:
   pid_t pid_ = -1;
-  detail::unique_fd pidfd_;
+  unique_fd pidfd_;
   std::filesystem::path placed_in_cgroup_;
 };
 

@@ -1,7 +1,9 @@
-// detail/spill_directory: the executor's private directory of spill files —
+// spill_directory: the executor's private directory of spill files —
 // created lazily (mode 0700, unpredictable name stamped with its owner
 // process), files created with O_EXCL|O_NOFOLLOW mode 0600 relative to the
-// directory's descriptor, total size bounded, removed at disposal.
+// directory's descriptor, total size bounded, removed at disposal. Public
+// vocabulary: an output policy's collector is constructed with the
+// executor's spill_directory (output.hpp) and creates its spill files here.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,11 @@
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/shared_temp.hpp"
 #include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/unique_fd.hpp"
 
-namespace bashexec::detail {
+namespace bashexec {
+
+namespace detail {
 
 /// Where spill directories may go by default, best first: outside every root
 /// a confined command may write (never /tmp, which workspace-write grants),
@@ -33,6 +38,8 @@ BASHEXEC_DECL std::vector<std::filesystem::path> default_spill_parents();
 /// their owner is gone), or kept (`keep_spill_dir`, never swept here).
 inline constexpr std::string_view spill_dir_prefix = "bashexec-spill-";
 inline constexpr std::string_view kept_spill_dir_prefix = "bashexec-kept-";
+
+}  // namespace detail
 
 /// Owns the private spill directory and enforces the retention rule: spill
 /// files never hold more than `budget` bytes in total; to make room the
@@ -111,8 +118,12 @@ class spill_directory {
   std::uint64_t total_ = 0;
 };
 
-}  // namespace bashexec::detail
+namespace detail {
+using bashexec::spill_directory;  // its name before it became public vocabulary
+}  // namespace detail
+
+}  // namespace bashexec
 
 #if !defined(BASHEXEC_SEPARATE_COMPILATION)
-#include "bashexec/detail/impl/spill_directory.ipp"
+#include "bashexec/impl/spill_directory.ipp"
 #endif

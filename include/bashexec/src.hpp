@@ -47,7 +47,7 @@
 #include "bashexec/detail/impl/seccomp_filter.ipp"
 #include "bashexec/detail/impl/shared_temp.ipp"
 #include "bashexec/detail/impl/spawn_thread.ipp"
-#include "bashexec/detail/impl/spill_directory.ipp"
+#include "bashexec/impl/spill_directory.ipp"
 #include "bashexec/detail/impl/spill_file.ipp"
 #include "bashexec/detail/impl/status_pipe.ipp"
 #include "bashexec/detail/impl/text_formatter.ipp"

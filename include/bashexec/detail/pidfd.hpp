@@ -7,16 +7,13 @@
 
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/exit_facts.hpp"
 
 namespace bashexec::detail {
 
 BASHEXEC_DECL unique_fd pidfd_open(pid_t pid);
 
-/// How a reaped child ended.
-struct exit_facts {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-};
+using bashexec::exit_facts;  // public vocabulary (exit_facts.hpp)
 
 /// Reaps the child behind `pidfd` if it has exited; empty while it runs.
 BASHEXEC_DECL std::optional<exit_facts> try_reap(int pidfd);

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 
 namespace bashexec::detail {
 

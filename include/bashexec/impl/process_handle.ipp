@@ -11,7 +11,7 @@
 
 namespace bashexec {
 
-BASHEXEC_DECL std::optional<detail::exit_facts> process_handle::try_reap() {
+BASHEXEC_DECL std::optional<exit_facts> process_handle::try_reap() {
   if (!pidfd_) return std::nullopt;
   auto facts = detail::try_reap(pidfd_.get());
   if (facts) pidfd_.reset();

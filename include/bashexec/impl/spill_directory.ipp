@@ -1,7 +1,7 @@
-// The bodies of detail/spill_directory.hpp's non-template functions (see detail/linkage.hpp).
+// The bodies of spill_directory.hpp's non-template functions (see detail/linkage.hpp).
 #pragma once
 
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -33,21 +33,25 @@ BASHEXEC_DECL std::vector<std::filesystem::path> default_spill_parents() {
   return candidates;
 }
 
+}  // namespace bashexec::detail
+
+namespace bashexec {
+
 BASHEXEC_DECL spill_directory::~spill_directory() {
-  if (!keep_ && dir_fd_) remove_tree_at(parent_fd_.get(), path_.filename().string());
+  if (!keep_ && dir_fd_) detail::remove_tree_at(parent_fd_.get(), path_.filename().string());
 }
 
 BASHEXEC_DECL std::pair<unique_fd, std::filesystem::path> spill_directory::create_file(std::string_view stream) {
   std::lock_guard lock(mutex_);
   ensure_directory();
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const auto name = fmt::format("{}-{}", random_name("spill-"), stream);
+    const auto name = fmt::format("{}-{}", detail::random_name("spill-"), stream);
     int fd = ::openat(dir_fd_.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
       ::fchmod(fd, 0600);  // exact mode whatever the umask
       return {unique_fd(fd), path_ / name};
     }
-    if (errno != EEXIST) throw_syscall(fmt::format("open spill file {}", (path_ / name).string()));
+    if (errno != EEXIST) detail::throw_syscall(fmt::format("open spill file {}", (path_ / name).string()));
   }
   throw infrastructure_error("spill file: could not create a unique name");
 }
@@ -101,21 +105,21 @@ BASHEXEC_DECL std::filesystem::path spill_directory::ensure() {
 }
 
 BASHEXEC_DECL std::filesystem::path spill_directory::parent() const {
-  return parent_.empty() ? default_spill_parents().front() : parent_;
+  return parent_.empty() ? detail::default_spill_parents().front() : parent_;
 }
 
 BASHEXEC_DECL void spill_directory::ensure_directory() {
   if (!path_.empty()) return;
   const auto base = parent();
-  unique_fd parent_fd = open_directory(base);
-  if (!parent_fd) throw_syscall(fmt::format("open spill parent {}", base.string()));
-  if (auto problem = shared_parent_problem(parent_fd.get()); !problem.empty())
+  unique_fd parent_fd = detail::open_directory(base);
+  if (!parent_fd) detail::throw_syscall(fmt::format("open spill parent {}", base.string()));
+  if (auto problem = detail::shared_parent_problem(parent_fd.get()); !problem.empty())
     throw infrastructure_error(fmt::format("spill parent {}: {}", base.string(), problem));
-  sweep_dead_owners(parent_fd.get(), spill_dir_prefix);
-  auto [dir_fd, name] = make_stamped_directory(parent_fd.get(), keep_ ? kept_spill_dir_prefix : spill_dir_prefix);
+  detail::sweep_dead_owners(parent_fd.get(), detail::spill_dir_prefix);
+  auto [dir_fd, name] = detail::make_stamped_directory(parent_fd.get(), keep_ ? detail::kept_spill_dir_prefix : detail::spill_dir_prefix);
   parent_fd_ = std::move(parent_fd);
   dir_fd_ = std::move(dir_fd);
   path_ = base / name;
 }
 
-}  // namespace bashexec::detail
+}  // namespace bashexec

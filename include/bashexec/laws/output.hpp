@@ -15,7 +15,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 #include "bashexec/laws/report.hpp"
 #include "bashexec/output.hpp"
 
@@ -41,7 +41,7 @@ inline std::string slice_violation(const output_slice& slice, std::string_view s
 /// One random run: appends of random sizes, reads at random moments, each
 /// read caught up to the end. The first broken law, or empty.
 template <class Policy>
-std::string random_run(std::size_t cap, unsigned seed, bashexec::detail::spill_directory& spills) {
+std::string random_run(std::size_t cap, unsigned seed, bashexec::spill_directory& spills) {
   typename Policy::collector c(cap, spills, output_stream::out);
   std::mt19937 gen(seed * 7919u + static_cast<unsigned>(cap));
   std::uniform_int_distribution<std::size_t> chunk(0, cap * 3 + 5);
@@ -91,7 +91,7 @@ template <class Policy>
   requires output_policy<Policy>
 report check_output_laws(const std::filesystem::path& scratch = "/var/tmp") {
   report result;
-  bashexec::detail::spill_directory spills(scratch, std::uint64_t{1} << 32, false);
+  bashexec::spill_directory spills(scratch, std::uint64_t{1} << 32, false);
   for (std::size_t cap : {1, 2, 7, 64, 1000})
     for (unsigned seed : {1u, 2u, 3u})
       if (auto wrong = detail::random_run<Policy>(cap, seed, spills); !wrong.empty())

@@ -21,7 +21,7 @@ struct head_tail {
     using tail = tail_spill::collector;
 
    public:
-    collector(std::size_t cap, detail::spill_directory& spills, output_stream stream)
+    collector(std::size_t cap, spill_directory& spills, output_stream stream)
         : tail(cap - cap / 2, spills, stream), head_cap_(cap / 2) {}
 
     void append(const char* data, std::size_t size);

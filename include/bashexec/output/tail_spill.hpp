@@ -17,7 +17,7 @@ struct tail_spill {
 
   class collector {
    public:
-    collector(std::size_t cap, detail::spill_directory& spills, output_stream stream)
+    collector(std::size_t cap, spill_directory& spills, output_stream stream)
         : cap_(cap), spills_(&spills), stream_(stream) {}
 
     void append(const char* data, std::size_t size);
@@ -41,7 +41,7 @@ struct tail_spill {
     std::string tail_from(std::size_t skip) const;
 
     std::size_t cap_;
-    detail::spill_directory* spills_;
+    spill_directory* spills_;
     output_stream stream_;
     std::string ring_;
     std::size_t head_ = 0;

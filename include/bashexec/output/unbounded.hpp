@@ -15,7 +15,7 @@ struct unbounded {
 
   class collector {
    public:
-    collector(std::size_t /*cap: ignored*/, detail::spill_directory& /*unused*/, output_stream /*unused*/) {}
+    collector(std::size_t /*cap: ignored*/, spill_directory& /*unused*/, output_stream /*unused*/) {}
 
     void append(const char* data, std::size_t size) { text_.append(data, size); }
     std::uint64_t total() const { return text_.size(); }

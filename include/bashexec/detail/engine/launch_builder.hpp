@@ -23,7 +23,7 @@
 #include "bashexec/detail/executor_cgroup.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/detail/resource_limits.hpp"
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 #include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"

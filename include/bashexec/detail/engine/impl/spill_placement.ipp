@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/spill_directory.hpp"
+#include "bashexec/spill_directory.hpp"
 
 namespace bashexec::detail {
 
