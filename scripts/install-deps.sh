@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake make pkg-config            # toolchain
-  libboost-dev libfmt-dev librange-v3-dev nlohmann-json3-dev libseccomp-dev  # library deps
+  libboost-dev libfmt-dev nlohmann-json3-dev libseccomp-dev  # library deps
   catch2 libbenchmark-dev              # tests and benchmarks
   bubblewrap util-linux procps         # sandbox backend (+ setpriv, script); ps/pgrep for tests
   clang-14 libfuzzer-14-dev llvm-14    # fuzz lane (scripts/run-fuzz.sh); llvm-symbolizer for its reports
