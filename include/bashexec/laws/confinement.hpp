@@ -5,11 +5,13 @@
 //   auto report = bashexec::laws::check_confinement_laws<my_confinement>(my_config);
 //   switch (report.verdict()) { … }   // laws/report.hpp: hold, unavailable, broken
 // The laws:
-//   - the runner starts: a policy whose runner fails on a machine that can
-//     confine (an unknown option, a wrong argv) is broken, reported as a
+//   - the runner starts: a confined `true` runs. A policy whose runner fails
+//     (or whose `true` fails) on a machine that can confine — an unknown
+//     option, a launcher that is not there — is broken, reported as a
 //     violation; only a machine that lacks the backend (the policy said so
 //     before running anything, or its runner was refused namespaces or
-//     privileges) makes the report `unavailable`;
+//     privileges) makes the report `unavailable`. Either way nothing else
+//     is checked;
 //   - writes denied per mode: read-only lets nothing be written but
 //     /dev/null; workspace-write lets the workspace (create, mkdir, rename)
 //     and /tmp be written and nothing else; danger-full-access is not
@@ -56,6 +58,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -227,10 +230,17 @@ report check_confinement_laws(const typename Confinement::config& own = {},
       return result;
     }
     if (done.exit_code != 0) {
-      detail::outcome seen;
-      seen.exit_code = done.exit_code;
-      seen.sandbox = done.sandbox;
-      violated("writes denied per mode", "read-only", "`true` failed", seen);
+      // Nothing can be confined if `true` cannot run: the rest would only repeat it.
+      std::string said = executor.read_output(first).delta;
+      for (auto at = said.find("[stderr]\n"); at != std::string::npos; at = said.find("[stderr]\n")) said.erase(at, 9);
+      if (detail::machine_refused(said)) {
+        result.unavailable = fmt::format("{} cannot confine on this machine: {}", Confinement::name, said);
+        return result;
+      }
+      detail::outcome seen{done.exit_code, said, done.sandbox, false};
+      violated("the runner starts", "read-only",
+               "a confined `true` failed, though the machine did not refuse it (nothing else was checked)", seen);
+      return result;
     }
   } catch (const sandbox_unavailable& error) {
     result.unavailable = error.what();
@@ -293,7 +303,15 @@ report check_confinement_laws(const typename Confinement::config& own = {},
   }
   {
     const task_id task = executor.start(
-        executor.resolve({.command = "sleep 30", .env = env, .mode = sandbox_mode::read_only}));
+        executor.resolve({.command = "echo started; sleep 30", .env = env, .mode = sandbox_mode::read_only}));
+    // Killed once the command runs: a kill that beat the runner's own start
+    // would say nothing about what the runner does with it.
+    std::string printed;
+    for (const auto until = clock::now() + std::chrono::seconds(10);
+         printed.find("started") == std::string::npos && clock::now() < until;) {
+      printed += executor.read_output(task).delta;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
     const auto began = clock::now();
     (void)executor.kill(task);
     const task_snapshot done = executor.wait(task);
