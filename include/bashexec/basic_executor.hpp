@@ -60,6 +60,10 @@ class basic_executor {
   using ownership_type = typename Policies::ownership;
 
   static_assert(spawn_policy<spawn_type>, "basic_executor: the spawn policy does not model bashexec::spawn_policy");
+  static_assert(spawn_constructible<spawn_type>,
+                "basic_executor: the executor cannot construct its spawn policy; give it one of "
+                "S(const executor_config&, const S::config&), S(const executor_config&), S(const S::config&) "
+                "or S(), with a nested `config` that is default-constructible (bashexec/spawn.hpp)");
   static_assert(confinement_policy<confinement_type>,
                 "basic_executor: the confinement policy does not model bashexec::confinement_policy");
   static_assert(output_policy<output_type>,
@@ -81,7 +85,12 @@ class basic_executor {
   /// knobs every confinement shares are `executor_config::sandbox`.
   using confinement_config = typename confinement_type::config;
 
-  explicit basic_executor(executor_config config = {}, const confinement_config& confinement = {});
+  /// The spawn policy's own settings (`S::config` when its constructor
+  /// takes them, else `no_spawn_config`; spawn.hpp), validated here.
+  using spawn_config = spawn_config_t<spawn_type>;
+
+  explicit basic_executor(executor_config config = {}, const confinement_config& confinement = {},
+                          const spawn_config& spawn = {});
 
   basic_executor(const basic_executor&) = delete;
   basic_executor& operator=(const basic_executor&) = delete;

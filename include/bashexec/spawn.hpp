@@ -2,8 +2,19 @@
 // capabilities a plan may need from one.
 //
 // A spawn policy is an object. The executor holds one instance for its whole
-// life: constructed from the executor's `executor_config` when it has such a
-// constructor, else default-constructed.
+// life, built by the first of these constructors `S` has:
+//   S(const executor_config&, const S::config&)   // settings of its own
+//   S(const executor_config&)                      // the executor's alone
+//   S(const S::config&)                            // settings of its own
+//   S()
+// (`spawn_constructible` below; basic_executor static_asserts it). With
+// the first or the third, `S::config` is the policy's own settings
+// (`spawn_config_t<S>`): default-constructible, checked by its
+// `void validate() const` when it has one (std::invalid_argument naming the
+// field, spelled `<name>.<field>`), and handed to the executor at
+// construction: `basic_executor(executor_config, confinement_config,
+// spawn_config)`. So a stateful spawner has settings without a field in
+// executor_config.
 //
 // Minimal complete definition of a spawn policy `S`:
 //   static constexpr std::string_view name;                  // for messages
@@ -11,7 +22,8 @@
 // Optional, named parts:
 //   static constexpr auto capabilities = boost::hana::make_set(
 //       boost::hana::type_c<spawn_capability::pre_exec>, …);   // none when absent
-//   explicit S(const executor_config&);                        // else S{}
+//   struct config { void validate() const; };                  // its own settings
+//   explicit S(const executor_config&[, const config&]);       // see above
 //
 // `spawn` returns once the child is running the plan's argv (or throws):
 // infrastructure_error naming the failed step, pre_exec_failed when one of
@@ -40,6 +52,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/config.hpp"
 #include "bashexec/launch.hpp"
 #include "bashexec/process_handle.hpp"
 
@@ -100,6 +113,55 @@ inline constexpr auto spawn_capabilities_of = detail::declared_spawn_capabilitie
 template <class S, class Capability>
 inline constexpr bool spawn_can =
     decltype(boost::hana::contains(spawn_capabilities_of<S>, boost::hana::type_c<Capability>))::value;
+
+/// The settings of a spawn policy that has none of its own.
+struct no_spawn_config {};
+
+namespace detail {
+/// Which constructor of the list at the top builds `S`: 1 to 4, 0 for none.
+template <class S>
+constexpr int spawn_construction() {
+  if constexpr (requires { requires std::constructible_from<S, const executor_config&, const typename S::config&>; })
+    return 1;
+  else if constexpr (std::constructible_from<S, const executor_config&>)
+    return 2;
+  else if constexpr (requires { requires std::constructible_from<S, const typename S::config&>; })
+    return 3;
+  else if constexpr (std::default_initializable<S>)
+    return 4;
+  else
+    return 0;
+}
+template <class S, int Construction = spawn_construction<S>()>
+struct spawn_config_of {
+  using type = no_spawn_config;
+};
+template <class S>
+struct spawn_config_of<S, 1> {
+  using type = typename S::config;
+};
+template <class S>
+struct spawn_config_of<S, 3> {
+  using type = typename S::config;
+};
+}  // namespace detail
+
+/// Spawn policy `S`'s own settings: `S::config` when the constructor the
+/// executor uses takes it, else `no_spawn_config`.
+template <class S>
+using spawn_config_t = typename detail::spawn_config_of<S>::type;
+
+/// Whether the executor can build its instance of `S` (the constructors at
+/// the top of this header) from default-constructible settings.
+template <class S>
+concept spawn_constructible = detail::spawn_construction<S>() != 0 && std::default_initializable<spawn_config_t<S>>;
+
+/// Checks a spawn policy's own settings: their `validate()` when they have
+/// one (std::invalid_argument naming the field), else nothing.
+template <class Config>
+void validate_spawn_config(const Config& config) {
+  if constexpr (requires { config.validate(); }) config.validate();
+}
 
 template <class S>
 concept spawn_policy = requires(const S& policy, const launch_plan& plan) {

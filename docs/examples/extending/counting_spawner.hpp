@@ -1,7 +1,8 @@
 // The spawn policy of docs/extending.md, "A spawn policy", verbatim: a
-// stateful policy outside the library's tree. tests/test_spawn_laws.cpp runs
-// every spawn law over it; check_laws.cpp builds an executor on it against
-// the installed package.
+// stateful policy outside the library's tree. check_laws.cpp runs the spawn
+// laws (bashexec/laws/spawn.hpp) over it and builds an executor on it
+// against the installed package; tests/test_spawn_laws.cpp runs the laws
+// over it in-tree too.
 #pragma once
 
 #include <atomic>

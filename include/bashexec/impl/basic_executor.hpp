@@ -67,8 +67,10 @@ struct basic_executor<Policies>::engine {
 };
 
 template <class Policies>
-basic_executor<Policies>::basic_executor(executor_config config, const confinement_config& confinement)
-    : config_((validate(config), validate_confinement_config(confinement), std::move(config))),
+basic_executor<Policies>::basic_executor(executor_config config, const confinement_config& confinement,
+                                         const spawn_config& spawn)
+    : config_((validate(config), validate_confinement_config(confinement), validate_spawn_config(spawn),
+               std::move(config))),
       cwd_(config_.cwd ? std::filesystem::absolute(*config_.cwd) : detail::current_directory()),
       workspace_root_(config_.sandbox.workspace_root ? std::filesystem::absolute(*config_.sandbox.workspace_root)
                                                      : cwd_),
@@ -76,7 +78,7 @@ basic_executor<Policies>::basic_executor(executor_config config, const confineme
               config_.keep_spill_dir),
       confinement_(config_.sandbox, confinement),
       listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
-      spawn_(detail::make_spawn_policy<spawn_type>(config_)),
+      spawn_(detail::make_spawn_policy<spawn_type>(config_, spawn)),
       engine_(std::make_unique<engine>(*this)) {}
 
 template <class Policies>

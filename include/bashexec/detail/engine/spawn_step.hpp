@@ -5,6 +5,7 @@
 #pragma once
 
 #include <concepts>
+#include <exception>
 #include <string_view>
 
 #include <fmt/core.h>
@@ -16,15 +17,29 @@
 
 namespace bashexec::detail {
 
-/// The executor's instance of spawn policy `S`: from the executor's config
-/// when `S` takes one, else default-constructed. (Returned as a prvalue, so
-/// a policy that can neither move nor copy — a pool with a mutex — works.)
+/// The executor's instance of spawn policy `S`, built by the first
+/// constructor of spawn.hpp's list that `S` has, from the executor's config
+/// and the policy's own settings (validated by the caller). Returned as a
+/// prvalue, so a policy that can neither move nor copy (a pool with a mutex)
+/// works.
 template <class S>
-S make_spawn_policy(const executor_config& config) {
-  if constexpr (std::constructible_from<S, const executor_config&>)
+S make_spawn_policy(const executor_config& config, const spawn_config_t<S>& own = {}) {
+  static_assert(spawn_constructible<S>,
+                "spawn policy: the executor cannot construct it; provide S(const executor_config&, const "
+                "S::config&), S(const executor_config&), S(const S::config&) or S(), with a nested `config` "
+                "that is default-constructible (bashexec/spawn.hpp)");
+  constexpr int construction = spawn_construction<S>();
+  if constexpr (construction == 1) {
+    return S(config, own);
+  } else if constexpr (construction == 2) {
     return S(config);
-  else
+  } else if constexpr (construction == 3) {
+    return S(own);
+  } else if constexpr (construction == 4) {
     return S{};
+  } else {
+    std::terminate();  // unreachable: only the static_assert above is the error a user reads
+  }
 }
 
 /// The knobs that act in the child between fork and exec need the matching
