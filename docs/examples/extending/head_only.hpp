@@ -23,7 +23,7 @@ struct head_only {
    public:
     // The executor hands every collector its cap, the spill directory (unused
     // here: nothing is spilled) and which stream it collects.
-    collector(std::size_t cap, bashexec::detail::spill_directory&, bashexec::output_stream) : cap_(cap) {}
+    collector(std::size_t cap, bashexec::spill_directory&, bashexec::output_stream) : cap_(cap) {}
 
     void append(const char* data, std::size_t size) {
       const std::size_t room = cap_ - std::min(cap_, head_.size());

@@ -117,7 +117,7 @@ class loopback_listener {
   int port() const noexcept { return port_; }
 
  private:
-  bashexec::detail::unique_fd fd_;
+  bashexec::unique_fd fd_;
   int port_ = 0;
 };
 

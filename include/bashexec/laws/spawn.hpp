@@ -82,7 +82,7 @@ namespace bashexec::laws {
 
 namespace detail {
 
-using bashexec::detail::unique_fd;
+using bashexec::unique_fd;
 
 /// What one child did.
 struct spawn_outcome {
@@ -300,7 +300,7 @@ template <class S>
 report check_spawn_laws(const spawn_config_t<S>& own = {}, const std::filesystem::path& scratch = "/var/tmp") {
   namespace d = detail;
   using bashexec::detail::make_pipe;
-  using bashexec::detail::unique_fd;
+  using bashexec::unique_fd;
   report result;
   const std::string_view name = S::name;
   const d::spawn_laws<S> laws(own);
