@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bashexec/basic_executor.hpp"
+#include "bashexec/detail/engine/background_start.hpp"
 #include "bashexec/detail/engine/background_task.hpp"
 #include "bashexec/detail/engine/foreground.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
@@ -125,43 +126,13 @@ task_id basic_executor<Policies>::start(const exec_spec& spec) {
   if (spec.stop.stop_requested())
     throw infrastructure_error("start: stop was requested before the command was spawned");
   engine& state = *engine_;
+  const auto under = confine_under(spec);  // the order of run's checks
   state.launches.require_runnable(spec);
-  const auto under = confine_under(spec);
   state.reactor.start();  // before anything is spawned: a child must never lack its driver
-
-  using task_type = typename engine::task_type;
-  auto task = std::make_shared<task_type>(state.host, state.launches, confinement_, spec,
-                                          ownership_type::keep(spec.owner));
-  detail::prepared_launch launch = state.launches.build(spec, confinement_, under);
-  try {
-    // On the executor's spawn thread: whatever the kernel ties to the
-    // spawning thread (bwrap's die-with-parent) lives as long as we do.
-    process_handle process =
-        state.spawner.call([this, &launch] { return detail::spawn_launch(spawn_, launch); });
-    task->begin(std::move(process), std::move(launch));
-  } catch (const pre_exec_failed& e) {
-    // The confinement's own step failed in the child: a runner failure.
-    task->fail_to_start(e.what(), launch, launch.confined.has_value());
-  } catch (const infrastructure_error& e) {
-    // The command never ran: the task settles as killed with the reason.
-    task->fail_to_start(e.what(), launch, false);
-  }
-  // A stop requested meanwhile runs the callback right in `watch_stop`.
-  const task_id id = state.tasks.add(task, state.reactor, [&spec](task_type& added) {
-    if (added.running() && spec.stop.stop_possible()) added.watch_stop(spec.stop);
-  });
-  if (task->running()) {
-    try {
-      state.reactor.add(*task);
-    } catch (const std::exception& e) {
-      task->abandon(e.what());  // killed and reaped; settles as killed with the reason
-    }
-  }
-  if (!task->running()) {
-    task->on_settled();
-    state.reactor.wake();  // the retention deadline may have moved
-  }
-  return id;
+  auto task = std::make_shared<typename engine::task_type>(state.host, state.launches, confinement_, spec,
+                                                           ownership_type::keep(spec.owner));
+  return detail::start_background(task, state.launches.build(spec, confinement_, under), spawn_, state.spawner,
+                                  state.reactor, state.tasks, spec.stop);
 }
 
 template <class Policies>

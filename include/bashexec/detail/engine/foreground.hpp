@@ -116,9 +116,9 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   process_handle process;
   try {
     process = spawn_launch(spawner, launch);
-  } catch (const pre_exec_failed& e) {
-    // The confinement's own step failed in the child: the command never ran.
-    if (launch.confined) throw runner_unavailable(confinement_name, *launch.info, e.what());
+  } catch (...) {
+    const spawn_failure failure = classify_spawn_failure(launch.confined.has_value());
+    if (failure.runner_failure) throw runner_unavailable(confinement_name, *launch.info, failure.reason);
     throw;
   }
   launch.release_child_ends();

@@ -7,7 +7,8 @@
 // that died of a signal after reporting the command's exit code gives the
 // command's own end (`command_exit`). The foreground
 // throws `sandbox_unavailable` for a runner failure; a background task
-// stamps `runner_failed`.
+// stamps `runner_failed`. A spawn that threw is classified here too
+// (`classify_spawn_failure`): the same two answers before the command ran.
 #pragma once
 
 #include <optional>
@@ -59,6 +60,20 @@ verdict classify(const Confinement& confinement, std::optional<confined_launch>&
   }
   return v;
 }
+
+/// What a spawn that threw means: its confinement's own pre-exec step
+/// failed in the child (`pre_exec_failed` of a confined spawn: a runner
+/// failure, the command never ran under its sandbox), or the command could
+/// not be started at all (`infrastructure_error`, or `pre_exec_failed` of an
+/// unconfined one). The one place both drivers decide it.
+struct spawn_failure {
+  std::string reason;
+  bool runner_failure = false;
+};
+
+/// Classifies the exception in flight (call from a catch block); rethrows
+/// any other kind (a refused plan's std::invalid_argument, bad_alloc).
+BASHEXEC_DECL spawn_failure classify_spawn_failure(bool confined);
 
 /// The foreground's error for a runner failure, naming the confinement
 /// policy, the mode and the runner's first line.

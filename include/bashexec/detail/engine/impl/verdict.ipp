@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/detail/text_match.hpp"
+#include "bashexec/launch.hpp"
 
 namespace bashexec::detail {
 
@@ -13,6 +14,16 @@ BASHEXEC_DECL sandbox_unavailable runner_unavailable(std::string_view confinemen
                                                      std::string_view reason) {
   return sandbox_unavailable(info.mode, fmt::format("{} sandbox runner failed under {} mode: {}", confinement_name,
                                                     info.mode, first_line(reason)));
+}
+
+BASHEXEC_DECL spawn_failure classify_spawn_failure(bool confined) {
+  try {
+    throw;
+  } catch (const pre_exec_failed& e) {
+    return {e.what(), confined};
+  } catch (const infrastructure_error& e) {
+    return {e.what(), false};
+  }
 }
 
 }  // namespace bashexec::detail
