@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <bashexec/detail/executor_cgroup.hpp>
 #include <bashexec/local_executor.hpp>
 
 #include "executor_test_support.hpp"
@@ -76,6 +77,19 @@ long rss_kib() {
 }
 
 std::size_t open_descriptors() { return files_in("/proc/self/fd"); }
+
+/// This process's descriptors of cgroupfs files: the executor's idle
+/// per-spawn cgroups hold three each (the directory, cgroup.procs and
+/// cgroup.events), up to executor_cgroup::default_keep of them — a number
+/// that follows how many spawns once ran at the same time, not the tasks kept.
+std::size_t cgroup_descriptors() {
+  std::size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(entry.path(), error).string().starts_with("/sys/fs/cgroup")) ++count;
+  }
+  return count;
+}
 
 }  // namespace
 
@@ -306,6 +320,7 @@ TEST_CASE("retention: 1000 background tasks of 100 KB output each keep memory, d
   long peak_rss = 0;
   std::size_t baseline_fds = 0;
   std::size_t peak_fds = 0;
+  std::size_t peak_cgroup_fds = 0;
   for (int wave = 0; wave < waves; ++wave) {
     std::vector<task_id> ids;
     for (int i = 0; i < per_wave; ++i) ids.push_back(start(executor, "head -c 100000 /dev/zero"));
@@ -319,7 +334,9 @@ TEST_CASE("retention: 1000 background tasks of 100 KB output each keep memory, d
     }
     test_support::settle_allocator();
     const long rss = rss_kib();
-    const std::size_t fds = open_descriptors();
+    const std::size_t cgroup_fds = cgroup_descriptors();
+    const std::size_t fds = open_descriptors() - cgroup_fds;
+    peak_cgroup_fds = std::max(peak_cgroup_fds, cgroup_fds);
     if (wave == 1) {
       baseline_rss = rss;  // after a wave: the reactor, the spill directory and the allocator are warm
       baseline_fds = fds;
@@ -330,10 +347,13 @@ TEST_CASE("retention: 1000 background tasks of 100 KB output each keep memory, d
     }
   }
   INFO("VmRSS baseline " << baseline_rss << " KiB, peak " << peak_rss << " KiB; fds baseline " << baseline_fds
-                         << ", peak " << peak_fds);
+                         << ", peak " << peak_fds << " (cgroupfs descriptors apart: at most " << peak_cgroup_fds << ")");
   REQUIRE(baseline_rss > 0);
   CHECK(peak_rss - baseline_rss < 24 * 1024);  // the rest of the 16 MiB of tails, plus allocator slack
   CHECK(peak_fds <= baseline_fds + 8);
+  // The free list of idle cgroups is bounded, whatever the number of tasks
+  // (plus the executor's own cgroup's two and one of a spawn in flight).
+  CHECK(peak_cgroup_fds <= 3 * (bashexec::detail::executor_cgroup::default_keep + 1) + 2);
   CHECK(eventually([&] { return executor.list().size() <= 300u; }));  // 16 MiB / 64000-byte tails ≈ 262
   CHECK(eventually([&] { return files_in(executor.spill_directory()) <= executor.list().size(); }));
 }
