@@ -30,8 +30,16 @@ build=${BASHEXEC_BUILD_DIR:-build/tests}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
   -DBASHEXEC_BUILD_TESTS=ON -DBASHEXEC_BUILD_EXAMPLES=ON \
   -DBASHEXEC_TEST_SANITIZERS=${BASHEXEC_TEST_SANITIZERS-address,undefined} \
-  -DBASHEXEC_TEST_RELEASE_LANE=${BASHEXEC_RELEASE_LANE:-ON}
-cmake --build "$build" -j "$(nproc)"
+  -DBASHEXEC_TEST_RELEASE_LANE=${BASHEXEC_RELEASE_LANE:-ON} \
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=$root/scripts/compile-timer.sh"
+compile_log=$(cd "$build" && pwd)/compile-times.log
+: >"$compile_log"
+build_start=$SECONDS
+BASHEXEC_COMPILE_LOG=$compile_log cmake --build "$build" -j "$(nproc)"
+# Where the build time went: the slowest objects and the sum (CPU-ish: two
+# compile at once on two cores).
+echo "run-tests: build took $((SECONDS - build_start)) s; compiles summed $(awk '{s += $1} END {printf "%d", s}' "$compile_log") s over $(wc -l <"$compile_log") objects; the slowest:"
+sort -rn "$compile_log" | head -n 12 | sed "s#$root/##; s#^#  #"
 cd "$build"
 
 # Every Catch2 case that starts appends a line here (tests/catch_main.cpp);
