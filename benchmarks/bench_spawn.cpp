@@ -48,8 +48,13 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
+#include <string>
+#include <system_error>
 #include <thread>
+
+#include <stdlib.h>
 
 #include <fmt/format.h>
 
@@ -117,6 +122,26 @@ rotation_totals<sizeof...(Measure)> rotate(benchmark::State& state, std::size_t 
   return totals;
 }
 
+/// An empty directory under scratch_dir(), removed with the object.
+class bench_workspace {
+ public:
+  bench_workspace() {
+    std::string pattern = (scratch_dir() / "bashexec-bench-workspace-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) fail("mkdtemp");
+    path_ = pattern;
+  }
+  bench_workspace(const bench_workspace&) = delete;
+  bench_workspace& operator=(const bench_workspace&) = delete;
+  ~bench_workspace() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 /// `measure`, after `gap` of idleness (untimed: `measure` times itself).
 template <class Measure>
 auto after_idle(std::chrono::milliseconds gap, Measure measure) {
@@ -136,8 +161,15 @@ void spawn_case(benchmark::State& state, std::optional<bashexec::sandbox_mode> m
   try {
     // The uncontained baseline: posix_spawn, process group (what
     // local_executor was before it contained by default).
-    bashexec::posix_spawn_executor local;
-    bashexec::basic_executor<Policies> subject;
+    // A small workspace of its own: workspace-write's protected-path scan
+    // walks the workspace (bench_protected measures that against its size),
+    // so the process's cwd — a checkout with build trees — would make these
+    // figures depend on where the benchmark was started.
+    const bench_workspace workspace;
+    bashexec::executor_config config;
+    config.cwd = workspace.path();
+    bashexec::posix_spawn_executor local(config);
+    bashexec::basic_executor<Policies> subject(config);
     const auto local_spec = true_spec(local, std::nullopt);
     const auto subject_spec = true_spec(subject, mode);
     run_true(subject, subject_spec);  // warm-up: page cache, a chain's probe, first-use allocations
