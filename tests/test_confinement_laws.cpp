@@ -12,6 +12,7 @@
 // hide.
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,18 @@ bool bwrap_unavailable(std::string& why) {
   }
 }
 
+/// The laws' report on a negative control that runs bwrap; empty, with the
+/// reason printed, where bwrap cannot confine here.
+template <class Policy, class... Config>
+std::optional<laws::report> bwrap_control_report(const Config&... config) {
+  std::string why;
+  if (bwrap_unavailable(why)) {
+    WARN("skipped: the control runs bwrap, which cannot confine here: " << why);
+    return std::nullopt;
+  }
+  return laws::check_confinement_laws<Policy>(config...);
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE(
@@ -172,12 +185,9 @@ TEST_CASE("confinement laws: a policy that confines nothing breaks them (the law
 TEST_CASE("confinement laws: a workspace-write whose shell cwd stays on a read-only mount breaks them (negative "
           "control)",
           "[confinement][laws]") {
-  std::string why;
-  if (bwrap_unavailable(why)) {
-    WARN("skipped: the control runs over bwrap, which cannot confine here: " << why);
-    return;
-  }
-  const laws::report report = laws::check_confinement_laws<cwd_read_only>();
+  const auto control = bwrap_control_report<cwd_read_only>();
+  if (!control) return;
+  const laws::report& report = *control;
   INFO(joined(report));
   REQUIRE_FALSE(report.unavailable);
   REQUIRE(report.verdict() == laws::verdict::broken);
@@ -187,12 +197,9 @@ TEST_CASE("confinement laws: a workspace-write whose shell cwd stays on a read-o
 TEST_CASE("confinement laws: a runner that swallows SIGTERM, so a kill waits the whole grace, breaks them "
           "(negative control)",
           "[confinement][laws]") {
-  std::string why;
-  if (bwrap_unavailable(why)) {
-    WARN("skipped: the control runs over bwrap, which cannot confine here: " << why);
-    return;
-  }
-  const laws::report report = laws::check_confinement_laws<swallows_term>();
+  const auto control = bwrap_control_report<swallows_term>();
+  if (!control) return;
+  const laws::report& report = *control;
   INFO(joined(report));
   REQUIRE_FALSE(report.unavailable);
   REQUIRE(report.verdict() == laws::verdict::broken);
@@ -203,13 +210,10 @@ TEST_CASE("confinement laws: a runner that swallows SIGTERM, so a kill waits the
 TEST_CASE("confinement laws: a broken runner (an unknown option) is a violation, not \"unavailable\" (negative "
           "control)",
           "[confinement][laws]") {
-  std::string why;
-  if (bwrap_unavailable(why)) {
-    WARN("skipped: the control runs bwrap, which cannot confine here: " << why);
-    return;
-  }
-  const laws::report report = laws::check_confinement_laws<runner_command>(
-      {.argv = {"bwrap", "--bashexec-no-such-option"}, .failure_signatures = {"bwrap: "}});
+  const auto control = bwrap_control_report<runner_command>(
+      runner_command::config{.argv = {"bwrap", "--bashexec-no-such-option"}, .failure_signatures = {"bwrap: "}});
+  if (!control) return;
+  const laws::report& report = *control;
   INFO(joined(report));
   CHECK_FALSE(report.unavailable);
   REQUIRE(report.verdict() == laws::verdict::broken);
