@@ -9,7 +9,7 @@
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
-#include <bashexec/detail/protected_paths.hpp>
+#include <bashexec/confinement/detail/protected_paths.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 
 #include <filesystem>

@@ -25,7 +25,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <bashexec/detail/spill_file.hpp>
+#include <bashexec/output/detail/spill_file.hpp>
 #include <bashexec/output.hpp>
 #include <bashexec/output/tail_spill.hpp>
 

@@ -4,7 +4,7 @@
 // The input picks the policy, the cap, the spill budget and a sequence of
 // operations: append a chunk, read from a random offset, read on from a
 // reader's cursor. Properties, after every operation (the laws of
-// bashexec/output.hpp, mirrored from tests/test_output_laws.cpp):
+// bashexec/output.hpp, mirrored from tests/laws/test_output_laws.cpp):
 //   - total() is the number of bytes appended;
 //   - since(o) starts at or after o, its bytes are the stream's bytes at its
 //     start byte for byte, and it is lossy exactly when it starts after o;

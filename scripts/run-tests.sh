@@ -18,7 +18,7 @@
 # suites are built once more as a user's Release build compiles the library
 # (-O3 -DNDEBUG, no sanitizers; CTest prefix release/, counted like the
 # rest), since code that runs in a CLONE_VM child has gone wrong at -O3
-# only (detail/fork_exec_child.hpp). BASHEXEC_RELEASE_LANE=OFF leaves it out
+# only (spawn/detail/fork_exec_child.hpp). BASHEXEC_RELEASE_LANE=OFF leaves it out
 # (local iteration only).
 # BASHEXEC_FUZZ=0 leaves the fuzz lane out (local iteration only).
 set -euo pipefail

@@ -133,3 +133,22 @@ endif()
 add_test(NAME separate_compilation_lists_every_ipp
   COMMAND ${CMAKE_COMMAND} -DINCLUDE_DIR=${PROJECT_SOURCE_DIR}/include
           -P ${CMAKE_CURRENT_SOURCE_DIR}/check_src_lists_ipp.cmake)
+
+# Every include arrow points down the layers (docs/architecture.md, "Layers");
+# the controls plant one arrow that breaks each rule and must fail.
+add_test(NAME layers_include_downward
+  COMMAND ${CMAKE_COMMAND} -DINCLUDE_DIR=${PROJECT_SOURCE_DIR}/include -P ${CMAKE_CURRENT_SOURCE_DIR}/layer_check.cmake)
+# Each control passes on its own report only.
+set(layer_control_upward "bashexec/detail/kernel/user_namespace.hpp:bashexec/spawn/detail/fork_exec_child.hpp")
+set(layer_report_upward "fork_exec_child.hpp \\(backends\\): points up")
+set(layer_control_sibling "bashexec/confinement/landlock.hpp:bashexec/spawn/fork_exec.hpp")
+set(layer_report_sibling "one back end includes another \\(confinement/ -> spawn/\\)")
+set(layer_control_unplaced "bashexec/detail/text/c_strings.hpp:bashexec/detail/stray.hpp")
+set(layer_report_unplaced "stray.hpp: the included file is in no layer")
+foreach(control upward sibling unplaced)
+  add_test(NAME layers_control_${control}_arrow_fails
+    COMMAND ${CMAKE_COMMAND} -DINCLUDE_DIR=${PROJECT_SOURCE_DIR}/include -DPLANT=${layer_control_${control}}
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/layer_check.cmake)
+  set_tests_properties(layers_control_${control}_arrow_fails PROPERTIES
+    PASS_REGULAR_EXPRESSION "${layer_report_${control}}")
+endforeach()

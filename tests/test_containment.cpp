@@ -32,8 +32,8 @@
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
-#include <bashexec/detail/cgroup.hpp>
-#include <bashexec/detail/clone_into_cgroup.hpp>
+#include <bashexec/detail/kernel/cgroup.hpp>
+#include <bashexec/detail/kernel/clone_into_cgroup.hpp>
 #include <bashexec/local_executor.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 #include <bashexec/spawn/prespawned.hpp>

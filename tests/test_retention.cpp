@@ -16,7 +16,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <bashexec/detail/executor_cgroup.hpp>
+#include <bashexec/detail/engine/executor_cgroup.hpp>
 #include <bashexec/local_executor.hpp>
 
 #include "executor_test_support.hpp"

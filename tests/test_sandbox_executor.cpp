@@ -147,7 +147,7 @@ static_assert(confining_policy<broken_backend>);
 
 TEMPLATE_TEST_CASE(
     "modes: under workspace-write the workspace root defaults to the cwd, and writes follow it, through run "
-    "and start (contract 13, 14, the rest of the mode law is tests/test_confinement_laws.cpp)",
+    "and start (contract 13, 14, the rest of the mode law is tests/laws/test_confinement_laws.cpp)",
     "[sandbox][executor]", bwrap_executor, landlock_executor, prespawned_bwrap_executor, prespawned_landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>());
   {

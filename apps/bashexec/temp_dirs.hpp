@@ -24,7 +24,7 @@
 #include <fmt/ranges.h>
 
 #include <bashexec/detail/engine/spill_placement.hpp>
-#include <bashexec/detail/shared_temp.hpp>
+#include <bashexec/detail/kernel/shared_temp.hpp>
 #include <bashexec/spill_directory.hpp>
 #include <bashexec/errors.hpp>
 

@@ -42,7 +42,7 @@ struct sandbox_config {
   /// namespace where it can have one — see confinement/landlock.hpp.
   /// `.git` stands for every repository in the workspace: each nested `.git`
   /// (directory or gitdir file, and the gitdir it names), the hooks path
-  /// and included files their config names (detail/protected_paths.hpp).
+  /// and included files their config names (confinement/detail/protected_paths.hpp).
   std::vector<std::filesystem::path> protected_paths{".git"};
   /// The most directory entries one workspace-write spawn reads looking for
   /// nested `.git` (when `.git` is protected). A larger workspace is refused

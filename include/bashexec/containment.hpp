@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "bashexec/detail/enum_names.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
 
 namespace bashexec {
 

@@ -18,7 +18,7 @@
 // Under Landlock, an ordinary user's undumpable host cannot write its child's
 // user-namespace id maps: the command then sees its uid and gid as the
 // overflow ids (65534) while keeping the caller's real ones (see
-// detail/user_namespace.hpp).
+// detail/kernel/user_namespace.hpp).
 #pragma once
 
 #include "bashexec/detail/linkage.hpp"

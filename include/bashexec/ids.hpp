@@ -12,7 +12,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/text_formatter.hpp"
+#include "bashexec/detail/text/text_formatter.hpp"
 
 namespace bashexec {
 

@@ -31,9 +31,9 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
-#include "bashexec/detail/fixed_list.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/text/fixed_list.hpp"
 #include "bashexec/errors.hpp"
 
 namespace bashexec {

@@ -14,7 +14,7 @@
 // Optional: `std::uint64_t held_bytes() const` — the memory the collector
 // holds (its buffers' capacity); the executor's retention policy counts it
 // for settled tasks. A policy without it is counted by `total()`.
-// Laws every shipped policy passes (tests/test_output_laws.cpp): `total()`
+// Laws every shipped policy passes (tests/laws/test_output_laws.cpp): `total()`
 // counts every appended byte; `since(total())` is empty and not lossy;
 // consecutive `since` calls that advance by what they returned never repeat
 // a byte; `finish().truncated` is false exactly when the text is the whole
@@ -30,7 +30,7 @@
 #include <string>
 #include <string_view>
 
-#include "bashexec/detail/enum_names.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
 #include "bashexec/result.hpp"
 #include "bashexec/spill_directory.hpp"
 

@@ -17,8 +17,8 @@
 
 #include <sys/types.h>
 
+#include "bashexec/detail/kernel/pidfd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/pidfd.hpp"
 #include "bashexec/exit_facts.hpp"
 #include "bashexec/unique_fd.hpp"
 

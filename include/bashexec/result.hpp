@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "bashexec/containment.hpp"
-#include "bashexec/detail/enum_names.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/sandbox_mode.hpp"
 

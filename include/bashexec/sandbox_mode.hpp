@@ -8,7 +8,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/enum_names.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
 
 namespace bashexec {
 

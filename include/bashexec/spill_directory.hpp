@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "bashexec/detail/kernel/shared_temp.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/shared_temp.hpp"
-#include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/unique_fd.hpp"
 
 namespace bashexec {

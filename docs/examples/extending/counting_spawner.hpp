@@ -1,7 +1,7 @@
 // The spawn policy of docs/extending.md, "A spawn policy", verbatim: a
 // stateful policy outside the library's tree. check_laws.cpp runs the spawn
 // laws (bashexec/laws/spawn.hpp) over it and builds an executor on it
-// against the installed package; tests/test_spawn_laws.cpp runs the laws
+// against the installed package; tests/laws/test_spawn_laws.cpp runs the laws
 // over it in-tree too.
 #pragma once
 

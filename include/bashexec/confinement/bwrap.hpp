@@ -1,6 +1,6 @@
 // confinement/bwrap: confinement by bubblewrap (docs/contract.md item 13, 14,
-// 16). The profile itself is built by detail/bwrap_profile.hpp and applied
-// by detail/bwrap_style.hpp, which `runner_command` shares. Own configuration: `bwrap::config::program`.
+// 16). The profile itself is built by confinement/detail/bwrap_profile.hpp and applied
+// by confinement/detail/bwrap_style.hpp, which `runner_command` shares. Own configuration: `bwrap::config::program`.
 //
 // Profile: `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL
 // --die-with-parent`:
@@ -29,7 +29,7 @@
 // workspace-write adds `--tmpfs /tmp --bind ROOT ROOT` (tmpfs first, so a
 // workspace under /tmp is bound over the fresh tmpfs, not hidden by it), then
 // `--ro-bind P P` for each protected location under ROOT
-// (detail/protected_paths.hpp: the configured paths that exist, a symlink at
+// (confinement/detail/protected_paths.hpp: the configured paths that exist, a symlink at
 // its target, and with `.git` every repository's gitdir and hooks path;
 // after the workspace bind, so each is mounted over the writable tree,
 // docs/contract.md "Beyond"). Where they cannot be established the spawn
@@ -70,9 +70,9 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_style.hpp"
-#include "bashexec/detail/find_program.hpp"
+#include "bashexec/confinement/detail/bwrap_style.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/trust/find_program.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec {
@@ -91,7 +91,7 @@ class bwrap : public detail::bwrap_style {
   /// bwrap's own knobs.
   struct config {
     /// The bubblewrap binary: an absolute path, or a bare name looked up in
-    /// the fixed system search path (never $PATH; detail/find_program.hpp).
+    /// the fixed system search path (never $PATH; detail/trust/find_program.hpp).
     std::filesystem::path program = "bwrap";
     /// util-linux's setpriv, which empties the bounding set of a bwrap run as
     /// root; the same rules.

@@ -13,7 +13,7 @@
 // terminal cannot be driven (TIOCSTI); inherited descriptors are unaffected.
 // Metadata. Landlock governs no metadata change at any ABI: chmod, chown,
 // utimes/utimensat and setxattr/removexattr pass any domain. So:
-//   read-only        → the seccomp filter (detail/seccomp_filter.hpp, part
+//   read-only        → the seccomp filter (detail/kernel/seccomp_filter.hpp, part
 //                      `metadata_writes`) makes every metadata-changing
 //                      syscall fail with EACCES ("Permission denied", the
 //                      denial dialect). Exact: under read-only nothing may
@@ -34,14 +34,14 @@
 // filter. workspace-write is always `partial` (metadata, and protected
 // paths — below).
 //
-// Capabilities. The hook leaves the command none (detail/capabilities.hpp):
+// Capabilities. The hook leaves the command none (detail/kernel/capabilities.hpp):
 // bounding, ambient, inheritable, permitted and effective sets emptied, so a
 // command run by root cannot remount, nsenter, unshare, chroot or open raw
 // sockets. Emptying the bounding set needs CAP_SETPCAP, and the protected
 // paths' mount namespace CAP_SYS_ADMIN: a spawner without both (an ordinary
 // user, root in a container without CAP_SYS_ADMIN) has its child enter a
 // user namespace of its own first, mapping the caller's uid and gid 1:1
-// (detail/user_namespace.hpp), where it holds both; the steps are then the
+// (detail/kernel/user_namespace.hpp), where it holds both; the steps are then the
 // same as root's. Where the kernel refuses user namespaces (probed once per
 // process) the bounding set stays full — no_new_privs keeps exec from using
 // it — and protected paths stay writable (below). Signals: from ABI 6 the domain is scoped for signals, so a
@@ -54,7 +54,7 @@
 //
 // Protected paths (`sandbox.protected_paths`, `.git` by default) under
 // workspace-write: the hook first moves the child into a private mount
-// namespace where each protected location (detail/protected_paths.hpp;
+// namespace where each protected location (confinement/detail/protected_paths.hpp;
 // with `.git`, every repository's gitdir and hooks path) is a read-only
 // bind of itself (before
 // Landlock, which forbids mount calls; the command then has no capability
@@ -78,7 +78,7 @@
 // by address — "loopback only" is not expressible. So `loopback` and `none`
 // are enforced alike, stricter than `loopback` asks (the command cannot use
 // even a loopback of its own):
-//   - the seccomp filter's `network` part (detail/seccomp_filter.hpp; one
+//   - the seccomp filter's `network` part (detail/kernel/seccomp_filter.hpp; one
 //     program per spawn, combined with the metadata part under read-only),
 //     built in the parent and installed by the hook after no_new_privs and
 //     landlock_restrict_self:
@@ -119,14 +119,14 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/capabilities.hpp"
-#include "bashexec/detail/landlock.hpp"
+#include "bashexec/confinement/detail/protected_paths.hpp"
+#include "bashexec/detail/kernel/capabilities.hpp"
+#include "bashexec/detail/kernel/landlock.hpp"
+#include "bashexec/detail/kernel/seccomp_support.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
+#include "bashexec/detail/kernel/user_namespace.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/protected_paths.hpp"
-#include "bashexec/detail/seccomp_support.hpp"
-#include "bashexec/detail/text_match.hpp"
-#include "bashexec/detail/unique_fd.hpp"
-#include "bashexec/detail/user_namespace.hpp"
+#include "bashexec/detail/text/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
 
@@ -154,7 +154,7 @@ struct landlock_ruleset {
   int number = -1;
   const seccomp_filter* filter = nullptr;
   /// Not privileged: enter a user namespace of the caller's own first
-  /// (detail/user_namespace.hpp), for the mount namespace and the bounding set.
+  /// (detail/kernel/user_namespace.hpp), for the mount namespace and the bounding set.
   bool user_namespace = false;
   /// Paths to bind read-only in a private mount namespace, and the C
   /// strings the child reads (owned by `read_only_binds`).

@@ -1,8 +1,8 @@
 // confinement/runner_command: an operator-supplied, bwrap-compatible runner
 // (docs/contract.md item 13, 14, 16), configured by `runner_command::config`
 // (`argv`, `failure_signatures`). argv becomes
-//   config.argv…, <the bwrap profile of detail/bwrap_profile.hpp>, "--", argv…
-// (applied by detail/bwrap_style.hpp, which `bwrap` shares)
+//   config.argv…, <the bwrap profile of confinement/detail/bwrap_profile.hpp>, "--", argv…
+// (applied by confinement/detail/bwrap_style.hpp, which `bwrap` shares)
 // (protected paths included: each existing one is `--ro-bind`ed read-only;
 // a confined `sandbox.network` adds `--unshare-net`, which the runner must
 // therefore understand — see bwrap.hpp for what it promises).
@@ -23,7 +23,7 @@
 // A runner binary that does not exist must settle as a runner failure, not
 // make the spawn throw (a background start has to report `runner_failed`).
 // argv[0] is resolved once, at construction, the way every program the host
-// runs is (detail/find_program.hpp: a bare name in the fixed system search
+// runs is (detail/trust/find_program.hpp: a bare name in the fixed system search
 // path, never $PATH; trusted only when nobody but root or the running user
 // can replace it). When it was not found or is not trusted, or lies under a
 // root a confined command may write, the plan runs the shell with a script
@@ -41,9 +41,9 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_style.hpp"
-#include "bashexec/detail/find_program.hpp"
+#include "bashexec/confinement/detail/bwrap_style.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/detail/trust/find_program.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec {

@@ -22,13 +22,13 @@
 #include "bashexec/detail/engine/background_task.hpp"
 #include "bashexec/detail/engine/foreground.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/listeners.hpp"
+#include "bashexec/detail/engine/reactor.hpp"
 #include "bashexec/detail/engine/resolve.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
+#include "bashexec/detail/engine/spawn_thread.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/engine/task_registry.hpp"
-#include "bashexec/detail/listeners.hpp"
-#include "bashexec/detail/reactor.hpp"
-#include "bashexec/detail/spawn_thread.hpp"
 
 namespace bashexec {
 

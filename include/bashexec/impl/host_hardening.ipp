@@ -5,7 +5,7 @@
 
 #include <sys/prctl.h>
 
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 
 namespace bashexec {
 

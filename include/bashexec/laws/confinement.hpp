@@ -39,7 +39,7 @@
 //     a file denial, and danger-full-access ignores the knob.
 // A law a policy does not promise here (it says `partial`) goes to
 // `report::not_checked` with the reason. The shipped confinements pass them
-// (tests/test_confinement_laws.cpp); so must a new one (docs/extending.md).
+// (tests/laws/test_confinement_laws.cpp); so must a new one (docs/extending.md).
 // Scratch directories go under `scratch` (never /tmp: workspace-write
 // grants it) and are removed afterwards.
 #pragma once
@@ -63,10 +63,10 @@
 #include <fmt/core.h>
 
 #include "bashexec/basic_executor.hpp"
-#include "bashexec/impl/basic_executor.hpp"  // composes its own executors, in either mode
+#include "bashexec/detail/kernel/shared_temp.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/errors.hpp"
-#include "bashexec/detail/shared_temp.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/impl/basic_executor.hpp"  // composes its own executors, in either mode
 #include "bashexec/laws/detail/scratch.hpp"
 #include "bashexec/laws/report.hpp"
 #include "bashexec/network_access.hpp"

@@ -2,7 +2,7 @@
 // output.hpp), as a function a policy's author runs against their own type:
 //   auto report = bashexec::laws::check_output_laws<my_policy>();
 //   if (!report.passed()) …print report.violations…
-// The shipped policies pass it (tests/test_output_laws.cpp); so must a new
+// The shipped policies pass it (tests/laws/test_output_laws.cpp); so must a new
 // one (docs/extending.md). Random chunk sizes, several caps and seeds.
 #pragma once
 

@@ -16,7 +16,7 @@
 //     stores `keep(x)` (snapshot and `owner_of`, before and after it
 //     settled), and `may_access` answers what the policy answers;
 //     `may_access` on an unknown id throws unknown_task.
-// The shipped policies pass them (tests/test_ownership_laws.cpp); so must a
+// The shipped policies pass them (tests/laws/test_ownership_laws.cpp); so must a
 // new one (docs/extending.md).
 #pragma once
 

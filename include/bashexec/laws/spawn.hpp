@@ -28,7 +28,7 @@
 // numbers 3 and 4 for a moment (restored), and one law ignores SIGPIPE and
 // blocks SIGWINCH on the calling thread for a moment: run the check where no
 // other thread of the process opens descriptors or reaps children.
-// The shipped policies pass them (tests/test_spawn_laws.cpp); so must a new
+// The shipped policies pass them (tests/laws/test_spawn_laws.cpp); so must a new
 // one (docs/extending.md). Scratch directories go under `scratch`.
 #pragma once
 
@@ -66,11 +66,11 @@
 #include <fmt/ranges.h>
 
 #include "bashexec/basic_executor.hpp"
-#include "bashexec/impl/basic_executor.hpp"  // composes its own executor over the policy
 #include "bashexec/config.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/errors.hpp"
+#include "bashexec/impl/basic_executor.hpp"  // composes its own executor over the policy
 #include "bashexec/launch.hpp"
 #include "bashexec/laws/detail/scratch.hpp"
 #include "bashexec/laws/report.hpp"

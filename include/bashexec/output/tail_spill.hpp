@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/spill_file.hpp"
 #include "bashexec/output.hpp"
+#include "bashexec/output/detail/spill_file.hpp"
 
 namespace bashexec {
 

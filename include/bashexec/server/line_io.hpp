@@ -27,7 +27,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 
 namespace bashexec::server {

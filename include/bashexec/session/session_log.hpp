@@ -37,7 +37,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_events.hpp"
 

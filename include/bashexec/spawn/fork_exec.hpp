@@ -2,11 +2,11 @@
 // step (spawn.hpp): pre-exec hooks (Landlock is applied natively in the
 // child), resource limits and joining a cgroup before exec. This header is
 // the parent's side — the clone ladder and the error report; what the child
-// runs is detail/fork_exec_child.hpp.
+// runs is spawn/detail/fork_exec_child.hpp.
 //
 // With a cgroup (launch_plan::cgroup_fd) the child is created in it by
 // clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP) on the
-// same private stack (detail/clone_into_cgroup.hpp): no migration, which
+// same private stack (detail/kernel/clone_into_cgroup.hpp): no migration, which
 // would cost 8–10 ms on an idle machine, and no moment outside the cgroup.
 // The calling thread is pinned to its CPU around that clone and the child
 // restores the host's mask first thing: born into another cgroup, the child
@@ -43,14 +43,14 @@
 #include <boost/hana/set.hpp>
 #include <boost/hana/type.hpp>
 
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/spawn.hpp"
 
 namespace bashexec {
 
 namespace detail {
-struct child_context;  // detail/fork_exec_child.hpp
+struct child_context;  // spawn/detail/fork_exec_child.hpp
 struct child_report;
 
 /// The descriptors a child renumbers to 0, 1, 2, 3, …: the plan's stdin,
@@ -89,7 +89,7 @@ struct fork_exec {
   static cloned clone_child(detail::child_context& ctx, int cgroup_fd);
 
   /// clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP) on
-  /// the child's stack (detail/clone_into_cgroup.hpp); false when it is not
+  /// the child's stack (detail/kernel/clone_into_cgroup.hpp); false when it is not
   /// to be used or the kernel refused (then `pid`/`pidfd` are untouched/-1).
   static bool born_in_cgroup(detail::child_context& ctx, int cgroup_fd, void* stack_top, pid_t& pid,
                              int& pidfd) noexcept;

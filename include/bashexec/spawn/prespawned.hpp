@@ -6,7 +6,7 @@
 // a cold `bash -c`) and is never reused. The waiting process shares the
 // host's memory until its exec, like fork_exec's vfork child, so a waiting
 // process costs its kernel task and a few stack pages, not a copy of the host
-// (detail/prespawn_child.hpp).
+// (spawn/detail/prespawn_child.hpp).
 //
 // Lifecycle (docs/policies.md, "prespawned"):
 //   - Key: everything fixed before the command is known — the hooks

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "bashexec/detail/enum_names.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/sandbox_mode.hpp"
 

@@ -27,7 +27,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/utf8_boundary.hpp"
+#include "bashexec/detail/text/utf8_boundary.hpp"
 #include "bashexec/tools/approval.hpp"
 
 namespace bashexec {

@@ -28,7 +28,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/stderr_section.hpp"
+#include "bashexec/detail/text/stderr_section.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/result.hpp"
 #include "bashexec/sandbox_mode.hpp"

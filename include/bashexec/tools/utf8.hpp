@@ -2,14 +2,14 @@
 // the text reaches a model (a JSON encoder throws on invalid UTF-8). A tail
 // that starts inside a multi-byte sequence is trimmed to the next character
 // boundary; every other invalid byte sequence becomes U+FFFD. The scanner is
-// detail/utf8_boundary.hpp's, which the engine's incremental reads share.
+// detail/text/utf8_boundary.hpp's, which the engine's incremental reads share.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-#include "bashexec/detail/utf8_boundary.hpp"
+#include "bashexec/detail/text/utf8_boundary.hpp"
 
 namespace bashexec {
 

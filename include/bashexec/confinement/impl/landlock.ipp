@@ -15,8 +15,8 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/engine/spill_placement.hpp"
-#include "bashexec/detail/seccomp_filter.hpp"
+#include "bashexec/detail/kernel/seccomp_filter.hpp"
+#include "bashexec/detail/trust/writable_roots.hpp"
 
 namespace bashexec {
 

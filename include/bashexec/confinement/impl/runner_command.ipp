@@ -17,11 +17,11 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/bwrap_style.hpp"
-#include "bashexec/detail/find_program.hpp"
-#include "bashexec/detail/status_pipe.hpp"
-#include "bashexec/detail/text_match.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/confinement/detail/bwrap_style.hpp"
+#include "bashexec/detail/kernel/status_pipe.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
+#include "bashexec/detail/text/text_match.hpp"
+#include "bashexec/detail/trust/find_program.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
 

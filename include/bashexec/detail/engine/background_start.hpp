@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/reactor.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
+#include "bashexec/detail/engine/spawn_thread.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
-#include "bashexec/detail/reactor.hpp"
-#include "bashexec/detail/spawn_thread.hpp"
 #include "bashexec/ids.hpp"
 
 namespace bashexec::detail {

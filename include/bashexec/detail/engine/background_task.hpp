@@ -24,12 +24,12 @@
 #include <fmt/core.h>
 
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/engine/child_run.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/reactor.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
-#include "bashexec/detail/reactor.hpp"
-#include "bashexec/detail/stderr_section.hpp"
-#include "bashexec/detail/utf8_boundary.hpp"
+#include "bashexec/detail/text/stderr_section.hpp"
+#include "bashexec/detail/text/utf8_boundary.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/output.hpp"
 #include "bashexec/request.hpp"

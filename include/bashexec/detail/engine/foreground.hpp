@@ -25,11 +25,11 @@
 #include <fmt/core.h>
 
 #include "bashexec/config.hpp"
-#include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/engine/child_run.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
-#include "bashexec/detail/text_match.hpp"
+#include "bashexec/detail/text/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/output.hpp"
 #include "bashexec/request.hpp"

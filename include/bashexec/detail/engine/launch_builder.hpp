@@ -8,6 +8,7 @@
 // executor.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -17,18 +18,19 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
-#include "bashexec/detail/child_run.hpp"
+#include "bashexec/detail/engine/child_run.hpp"
+#include "bashexec/detail/engine/environment.hpp"
+#include "bashexec/detail/engine/executor_cgroup.hpp"
+#include "bashexec/detail/engine/resource_limits.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
-#include "bashexec/detail/environment.hpp"
-#include "bashexec/detail/executor_cgroup.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/resource_limits.hpp"
-#include "bashexec/spill_directory.hpp"
-#include "bashexec/detail/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/launch.hpp"
+#include "bashexec/output.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/spill_directory.hpp"
 
 namespace bashexec::detail {
 

@@ -12,7 +12,7 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/writable_roots.hpp"
+#include "bashexec/detail/trust/writable_roots.hpp"
 
 namespace bashexec::detail {
 

@@ -30,8 +30,8 @@
 #include <fmt/core.h>
 
 #include "bashexec/config.hpp"
+#include "bashexec/detail/engine/reactor.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/reactor.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/ids.hpp"
 

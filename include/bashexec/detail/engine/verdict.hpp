@@ -16,9 +16,9 @@
 #include <string_view>
 
 #include "bashexec/confinement.hpp"
+#include "bashexec/detail/kernel/pidfd.hpp"
 #include "bashexec/detail/linkage.hpp"
-#include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/text_match.hpp"
+#include "bashexec/detail/text/text_match.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/result.hpp"
 

@@ -15,7 +15,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/laws/report.hpp"
 
 namespace bashexec::laws::detail {

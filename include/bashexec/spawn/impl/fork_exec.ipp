@@ -20,12 +20,12 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/c_strings.hpp"
-#include "bashexec/detail/clone_into_cgroup.hpp"
-#include "bashexec/detail/fork_exec_child.hpp"
-#include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/unique_fd.hpp"
+#include "bashexec/detail/kernel/clone_into_cgroup.hpp"
+#include "bashexec/detail/kernel/pidfd.hpp"
+#include "bashexec/detail/kernel/unique_fd.hpp"
+#include "bashexec/detail/text/c_strings.hpp"
 #include "bashexec/errors.hpp"
+#include "bashexec/spawn/detail/fork_exec_child.hpp"
 
 namespace bashexec {
 

@@ -13,9 +13,9 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/c_strings.hpp"
-#include "bashexec/detail/pidfd.hpp"
-#include "bashexec/detail/posix_spawn_setup.hpp"
+#include "bashexec/detail/kernel/pidfd.hpp"
+#include "bashexec/detail/kernel/posix_spawn_setup.hpp"
+#include "bashexec/detail/text/c_strings.hpp"
 
 namespace bashexec {
 

@@ -21,9 +21,9 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/cgroup.hpp"
-#include "bashexec/detail/clone_into_cgroup.hpp"
-#include "bashexec/detail/warm_process.hpp"
+#include "bashexec/detail/kernel/cgroup.hpp"
+#include "bashexec/detail/kernel/clone_into_cgroup.hpp"
+#include "bashexec/spawn/detail/warm_process.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
 
 namespace bashexec {

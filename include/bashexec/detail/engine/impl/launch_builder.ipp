@@ -13,7 +13,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/find_program.hpp"
+#include "bashexec/detail/trust/find_program.hpp"
 
 namespace bashexec::detail {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/text_match.hpp"
+#include "bashexec/detail/text/text_match.hpp"
 #include "bashexec/launch.hpp"
 
 namespace bashexec::detail {
