@@ -50,12 +50,6 @@ class task_host {
   ~task_host() = default;
 };
 
-/// A background task lives as long as its output is held open: no drain
-/// limit, and detached members are left to `kill` and disposal.
-inline stop_timing background_timing(const executor_config& config, const prepared_launch& launch) {
-  return {config.kill_grace, std::nullopt, false, launch.runner_holds_command()};
-}
-
 template <class Collector, class Confinement>
 class background_task final : public reactor::client {
  public:
@@ -78,16 +72,11 @@ class background_task final : public reactor::client {
   }
 
   void begin(process_handle process, prepared_launch launch) {
-    launch.release_child_ends();
     snapshot_.sandbox = launch.info;
     snapshot_.containment = launch.containment;
-    const executor_config& config = builder_.config();
-    const stop_timing timing = background_timing(config, launch);
+    builder_.start_child(child_, std::move(process), launch, spec_stdin_.value_or(std::string{}), cap_,
+                         run_kind::background, std::nullopt);
     confined_ = std::move(launch.confined);
-    child_.emplace(std::move(process), std::move(launch.pipes), spec_stdin_.value_or(std::string{}),
-                   Collector(cap_, builder_.spills(), output_stream::out),
-                   Collector(config.output_cap, builder_.spills(), output_stream::err), timing,
-                   std::nullopt, std::move(launch.cgroup));
     spec_stdin_.reset();
   }
 

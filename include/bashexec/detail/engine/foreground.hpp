@@ -38,12 +38,6 @@
 
 namespace bashexec::detail {
 
-/// A foreground run drains its output at most `drain_timeout` after the
-/// shell exited and leaves no process behind.
-inline stop_timing foreground_timing(const executor_config& config, const prepared_launch& launch) {
-  return {config.kill_grace, config.drain_timeout, true, launch.runner_holds_command()};
-}
-
 /// The foreground event loop, until the child settles. With `progress`, the
 /// byte counts are stored there after every round of reads.
 template <class Collector>
@@ -121,12 +115,10 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
     if (failure.runner_failure) throw runner_unavailable(confinement_name, *launch.info, failure.reason);
     throw;
   }
-  launch.release_child_ends();
-  child_run<Collector> child(std::move(process), std::move(launch.pipes), spec.stdin_data.value_or(std::string{}),
-                             Collector(spec.stdout_max_bytes, builder.spills(), output_stream::out),
-                             Collector(config.output_cap, builder.spills(), output_stream::err),
-                             foreground_timing(config, launch), deadline,
-                             std::move(launch.cgroup));
+  std::optional<child_run<Collector>> slot;
+  child_run<Collector>& child = builder.start_child(slot, std::move(process), launch,
+                                                    spec.stdin_data.value_or(std::string{}), spec.stdout_max_bytes,
+                                                    run_kind::foreground, deadline);
   drive_until_settled(child, spec.stop, spec.progress.get());
 
   run_result result;

@@ -49,7 +49,7 @@ BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads);
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir);
 
 /// Why `shell` must not run for this executor: not an absolute path, not
-/// found, not trusted (detail/find_program.hpp), or under a root a confined
+/// found, not trusted (detail/trust/find_program.hpp), or under a root a confined
 /// command may write (so a command could replace it); empty when it may.
 BASHEXEC_DECL std::string shell_refusal(const std::filesystem::path& shell, const std::filesystem::path& workspace_root);
 
@@ -101,7 +101,15 @@ struct containment_choice {
 BASHEXEC_DECL containment_choice choose_containment(const executor_config& config, bool spawn_joins_cgroup,
                                                     std::string_view spawn_name);
 
-/// Builds the `prepared_launch` of each spawn of one executor.
+/// Which driver a child_run serves.
+///   foreground  drains its output at most `drain_timeout` after the shell
+///               exited and leaves no process behind;
+///   background  lives as long as its output is held open: no drain limit,
+///               and detached members are left to `kill` and disposal.
+enum class run_kind { foreground, background };
+
+/// Builds the `prepared_launch` of each spawn of one executor, and the
+/// child_run of each spawned one.
 class launch_builder {
  public:
   launch_builder(const executor_config& config, const std::filesystem::path& workspace_root, spill_directory& spills,
@@ -164,6 +172,25 @@ class launch_builder {
     return p;
   }
 
+  /// The one place a spawned `launch` becomes a child_run, for both drivers:
+  /// the parent lets go of the child's ends, stdout is collected up to
+  /// `stdout_cap` and stderr up to the executor's output_cap, and `kind`
+  /// says how the child is stopped. Constructed in `slot` (a child_run is
+  /// neither copied nor moved: the reactor holds its address).
+  template <class Collector>
+  child_run<Collector>& start_child(std::optional<child_run<Collector>>& slot, process_handle process,
+                                    prepared_launch& launch, std::string stdin_data, std::size_t stdout_cap,
+                                    run_kind kind, std::optional<clock::time_point> deadline) const {
+    launch.release_child_ends();
+    const stop_timing timing{config_.kill_grace,
+                             kind == run_kind::foreground ? std::optional(config_.drain_timeout) : std::nullopt,
+                             kind == run_kind::foreground, launch.runner_holds_command()};
+    return slot.emplace(std::move(process), std::move(launch.pipes), std::move(stdin_data),
+                        Collector(stdout_cap, spills_, output_stream::out),
+                        Collector(config_.output_cap, spills_, output_stream::err), timing, deadline,
+                        std::move(launch.cgroup));
+  }
+
  private:
   /// The backend that confines: a chain's selected candidate, else the
   /// policy itself.
@@ -177,7 +204,7 @@ class launch_builder {
 
   const executor_config& config_;
   const std::filesystem::path& workspace_root_;
-  /// Why the configured shell must not run (detail/find_program.hpp),
+  /// Why the configured shell must not run (detail/trust/find_program.hpp),
   /// decided once; empty when it may.
   std::string shell_refusal_;
   spill_directory& spills_;
