@@ -66,6 +66,8 @@ endfunction()
 bashexec_rerun_test(test_hardening_unprivileged run_unprivileged.sh test_hardening 300 unprivileged
                     "[hardening]~[once]")
 set_tests_properties(test_hardening_unprivileged PROPERTIES COST 15)
+# The egress namespace: not root, the step enters a user namespace first.
+bashexec_rerun_test(test_egress_namespace_unprivileged run_unprivileged.sh test_egress_namespace 120 unprivileged)
 # The trusted-program checks depend on who runs them (root or the owner).
 bashexec_rerun_test(test_trusted_programs_unprivileged run_unprivileged.sh test_trusted_programs 120 unprivileged)
 # The spill-directory cases of test_shared_temp (its CLI cases play nobody

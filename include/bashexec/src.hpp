@@ -31,6 +31,7 @@
 #include "bashexec/detail/engine/impl/task_registry.ipp"
 #include "bashexec/detail/engine/impl/verdict.ipp"
 #include "bashexec/detail/kernel/impl/capabilities.ipp"
+#include "bashexec/detail/kernel/impl/egress_namespace.ipp"
 #include "bashexec/detail/kernel/impl/cgroup.ipp"
 #include "bashexec/detail/kernel/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/kernel/impl/cgroup_mount.ipp"
