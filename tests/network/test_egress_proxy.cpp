@@ -21,6 +21,7 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -653,6 +654,68 @@ TEST_CASE("a silent tunnel is closed after idle_timeout", "[network][proxy]") {
   CHECK(sees_end_of_stream(client.get()));
   CHECK(std::chrono::steady_clock::now() - started >= 250ms);
   CHECK(servers().echo_closed_at_least(closed_before + 1));
+}
+
+TEST_CASE("a client dribbling forever is cut at total_timeout", "[network][proxy]") {
+  auto policy = loopback_policy();
+  policy.limits.total_timeout = 500ms;
+  proxy_under_test under(policy);
+  auto slow = connect_to(under.port);
+  auto started = std::chrono::steady_clock::now();
+  bool cut = false;
+  // One byte per 50 ms keeps the connection from ever being idle.
+  while (!cut && std::chrono::steady_clock::now() - started < 10s) {
+    if (!send_all(slow.get(), "x")) break;
+    char c;
+    auto got = ::recv(slow.get(), &c, 1, MSG_DONTWAIT);
+    cut = got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    std::this_thread::sleep_for(50ms);
+  }
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took >= 450ms);
+  CHECK(took < 5s);
+  CHECK(under.proxy->snapshot().attempts.empty());  // no request was ever made
+}
+
+TEST_CASE("an upstream that does not answer is given up after connect_timeout", "[network][proxy]") {
+  // A listener with a full accept queue: the kernel drops further SYNs, so
+  // a connect to it hangs (on 127.0.0.1, like everything here).
+  unique_fd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  where.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(full.get(), reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+  REQUIRE(::listen(full.get(), 0) == 0);
+  socklen_t size = sizeof where;
+  REQUIRE(::getsockname(full.get(), reinterpret_cast<sockaddr*>(&where), &size) == 0);
+  std::vector<unique_fd> fillers;
+  bool hangs = false;
+  for (int i = 0; i < 8 && !hangs; ++i) {
+    fillers.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    ::connect(fillers.back().get(), reinterpret_cast<sockaddr*>(&where), sizeof where);
+    pollfd probe{fillers.back().get(), POLLOUT, 0};
+    hangs = ::poll(&probe, 1, 200) == 0;
+  }
+  if (!hangs) {
+    WARN("this kernel completes connects to a full accept queue: skipped");
+    return;
+  }
+  auto policy = loopback_policy();
+  policy.limits.connect_timeout = 300ms;
+  policy.host_map["slow.allowed.test"] = "127.0.0.1";
+  proxy_under_test under(policy);
+  auto started = std::chrono::steady_clock::now();
+  auto answer = ask_proxy(under.port, connect_request("slow.allowed.test", ntohs(where.sin_port)));
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK(answer.status == 504);
+  CHECK(answer.body == fmt::format("could not connect to slow.allowed.test:{}: no answer within 300 ms\n",
+                                   ntohs(where.sin_port)));
+  CHECK(took >= 250ms);
+  CHECK(took < 5s);
+  auto report = under.proxy->snapshot();
+  REQUIRE(report.attempts.size() == 1);
+  CHECK(report.attempts[0].decision == network_decision::allowed);
+  CHECK(report.attempts[0].address == "");
 }
 
 TEST_CASE("close() mid-tunnel closes both sides and leaves no descriptor of the proxy open", "[network][proxy]") {
