@@ -410,7 +410,7 @@ TEST_CASE("CONNECT to an allowed name tunnels opaque bytes both ways, counted as
   CHECK(attempt.decision == network_decision::allowed);
 }
 
-TEST_CASE("SOCKS5 with an allowed domain name tunnels; a name not allowed is refused with 0x02", "[network][proxy]") {
+TEST_CASE("SOCKS5 with an allowed domain name tunnels, and a name not allowed is refused with 0x02", "[network][proxy]") {
   proxy_under_test under(loopback_policy());
   {
     auto client = connect_to(under.port);

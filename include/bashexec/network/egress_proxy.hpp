@@ -240,7 +240,8 @@ class connection : public std::enable_shared_from_this<connection> {
         client_(std::move(client)),
         upstream_(core.io),
         watchdog_(core.io),
-        buffer_(core.policy.limits.max_header_bytes + 65536),
+        // Room for the header limit plus a read past it, without overflowing.
+        buffer_(std::min(core.policy.limits.max_header_bytes, std::numeric_limits<std::size_t>::max() / 2) + 65536),
         admitted_(admitted),
         started_(clock::now()),
         last_activity_(started_) {
