@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -16,7 +17,9 @@
 
 #include "bashexec/containment.hpp"
 #include "bashexec/detail/linkage.hpp"
+#include "bashexec/egress.hpp"
 #include "bashexec/network_access.hpp"
+#include "bashexec/network_policy.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
 namespace bashexec {
@@ -58,6 +61,15 @@ struct sandbox_config {
   /// there `loopback` acts as `none`. See network_access.hpp and
   /// docs/security.md "Network".
   network_access network = network_access::full;
+  /// Under `network = allowlist`: what the egress proxy lets through
+  /// (allowed and denied domains, address ranges, methods, a static host
+  /// map, limits; network_policy.hpp, docs/network.md). Validated then, with
+  /// the field named (`network.allowed_domains[2]`); ignored otherwise.
+  network_policy egress;
+  /// Under `network = allowlist`: what serves each command's proxy listener.
+  /// Required then; `network::asio_egress_gateway` (network/egress_proxy.hpp,
+  /// Boost.Asio and Beast) is the shipped one. Shared by every call.
+  std::shared_ptr<egress_gateway> gateway;
 };
 
 /// Optional resource limits for every spawn (docs/contract.md "Beyond": a fork bomb

@@ -22,14 +22,23 @@ namespace bashexec {
 ///             Landlock this is enforced as `none` (stricter than asked).
 ///   none      nothing outside the sandbox. Under bwrap the command still has
 ///             a private loopback that reaches only the sandbox itself.
+///   allowlist the domains `sandbox.egress` allows, through the executor's
+///             egress proxy and nothing else: the command runs in a network
+///             namespace of its own whose only endpoint is the proxy's
+///             listener, 127.0.0.1:3128, with HTTP_PROXY/HTTPS_PROXY/
+///             ALL_PROXY pointing there (docs/network.md). Needs a spawn
+///             policy with pre-exec hooks and an egress gateway
+///             (`sandbox.gateway`); never degrades to `full`.
 /// Local IPC through named unix sockets is not network and is governed by
 /// neither setting (docs/security.md, "Network").
-enum class network_access { full, loopback, none };
+enum class network_access { full, loopback, none, allowlist };
 
 template <>
 struct detail::enum_names<network_access> {
-  static constexpr enum_table<network_access, 3> table{
-      {{network_access::full, "full"}, {network_access::loopback, "loopback"}, {network_access::none, "none"}}};
+  static constexpr enum_table<network_access, 4> table{{{network_access::full, "full"},
+                                                       {network_access::loopback, "loopback"},
+                                                       {network_access::none, "none"},
+                                                       {network_access::allowlist, "allowlist"}}};
 };
 
 /// Every setting, widest first.
@@ -48,6 +57,17 @@ inline network_access network_access_from(std::string_view text, std::string_vie
 
 /// Whether `access` asks a confinement to govern the network at all.
 constexpr bool confines_network(network_access access) noexcept { return access != network_access::full; }
+
+/// Whether the confinement itself cuts the command off (`loopback`, `none`:
+/// bwrap's --unshare-net, Landlock's socket filter). Under `allowlist` the
+/// executor makes the namespace, before the confinement's own steps, and
+/// the confinement leaves the network alone.
+constexpr bool isolates_network(network_access access) noexcept {
+  return access == network_access::loopback || access == network_access::none;
+}
+
+/// Whether the command reaches the network through the egress proxy only.
+constexpr bool proxies_network(network_access access) noexcept { return access == network_access::allowlist; }
 
 }  // namespace bashexec
 

@@ -19,9 +19,9 @@
 
 #include <fmt/core.h>
 
-#include "bashexec/detail/enum_names.hpp"
-#include "bashexec/network/address.hpp"
-#include "bashexec/network/domain_name.hpp"
+#include "bashexec/detail/text/enum_names.hpp"
+#include "bashexec/detail/text/ip_address.hpp"
+#include "bashexec/detail/text/domain_name.hpp"
 
 namespace bashexec {
 
@@ -91,7 +91,7 @@ inline network_methods network_methods_from(std::string_view text, std::string_v
 /// What the proxy lets through. A request leaves only when its host is
 /// allowed, its method is, and the address it connects to is vetted:
 ///   - a name in denied_domains is refused, whatever allowed_domains says;
-///   - else a name must match allowed_domains (network/domain_name.hpp:
+///   - else a name must match allowed_domains (detail/text/domain_name.hpp:
 ///     "*.example.com" matches strict subdomains, not example.com);
 ///   - an IP-literal host must lie inside allowed_ranges;
 ///   - every address a name resolves to that is special (loopback, private,

@@ -11,6 +11,7 @@
 #include "bashexec/containment.hpp"
 #include "bashexec/detail/text/enum_names.hpp"
 #include "bashexec/ids.hpp"
+#include "bashexec/network_policy.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
 namespace bashexec {
@@ -56,6 +57,10 @@ struct run_result {
   /// What contained it: what its kills and leftover rule reached, and what
   /// would have killed it had the executor's process died (containment.hpp).
   containment_mechanism containment = containment_mechanism::process_group;
+  /// Under `sandbox.network = allowlist`: every connection the command tried
+  /// through the egress proxy, in order, bounded (network_policy.hpp). Empty
+  /// under any other setting.
+  std::optional<network_report> network;
 };
 
 enum class task_status { running, completed, killed };
@@ -83,6 +88,9 @@ struct task_snapshot {
   /// not watch it and killed it at once (the task settled as killed, the
   /// reason also in its stderr). Empty for a task that started.
   std::optional<std::string> start_error{};
+  /// As run_result::network: the attempts so far while it runs, all of them
+  /// once it settled.
+  std::optional<network_report> network{};
 };
 
 /// An incremental read of a background task (contract 6).

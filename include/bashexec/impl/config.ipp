@@ -65,6 +65,13 @@ BASHEXEC_DECL void validate(const executor_config& config) {
   }
   if (config.sandbox.protected_scan_limit == 0)
     throw std::invalid_argument("sandbox.protected_scan_limit must be positive, got 0");
+  if (proxies_network(config.sandbox.network)) {
+    config.sandbox.egress.validate();
+    if (!config.sandbox.gateway)
+      throw std::invalid_argument(
+          "sandbox.gateway: sandbox.network = allowlist needs an egress gateway to serve the proxy "
+          "(network::asio_egress_gateway in <bashexec/network/egress_proxy.hpp>)");
+  }
   auto require_positive_limit = [](const std::optional<std::uint64_t>& value, std::string_view field) {
     if (value && *value == 0) throw std::invalid_argument(fmt::format("limits.{} must be positive, got 0", field));
   };

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bashexec/network/address.hpp"
-#include "bashexec/network/domain_name.hpp"
+#include "bashexec/detail/text/ip_address.hpp"
+#include "bashexec/detail/text/domain_name.hpp"
 #include "bashexec/network_policy.hpp"
 
 namespace bashexec::network {

@@ -8,7 +8,7 @@
 // the parts where a hand-written parser would be the bug (request
 // smuggling, chunked framing, header limits). Hand-written here: the SOCKS5
 // handshake (Beast has none; RFC 1928, no-auth CONNECT only) and the tunnel
-// splice. The CIDR matcher is network/address.hpp; every judgement is a pure
+// splice. The CIDR matcher is detail/text/ip_address.hpp; every judgement is a pure
 // function of network/decision.hpp.
 //
 // Heavy to compile and off the umbrella header on purpose: include it only

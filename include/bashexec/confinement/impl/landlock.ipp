@@ -66,7 +66,7 @@ BASHEXEC_DECL confined_launch landlock::prepare(sandbox_mode mode, const std::fi
   const int version = abi();
   if (version < 0) throw sandbox_unavailable(mode, unavailable_message(mode, -version));
 
-  const bool network = confines_network(network_);
+  const bool network = isolates_network(network_);
   const std::optional<enforcement> net_level = network ? network_level(version) : enforcement::full;
   if (!net_level)
     throw sandbox_unavailable(

@@ -76,6 +76,13 @@ class background_task final : public reactor::client {
     snapshot_.containment = launch.containment;
     builder_.start_child(child_, std::move(process), launch, spec_stdin_.value_or(std::string{}), cap_,
                          run_kind::background, std::nullopt);
+    try {
+      egress_ = builder_.open_egress(launch);
+    } catch (...) {
+      child_.reset();  // killed and reaped: a command without its proxy never runs on
+      throw;
+    }
+    if (egress_) snapshot_.network.emplace();
     confined_ = std::move(launch.confined);
     spec_stdin_.reset();
   }
@@ -105,7 +112,9 @@ class background_task final : public reactor::client {
 
   task_snapshot snapshot() const {
     std::lock_guard lock(mutex_);
-    return snapshot_;
+    task_snapshot facts = snapshot_;
+    if (egress_) facts.network = egress_->snapshot();  // running: the attempts so far
+    return facts;
   }
 
   bool stop(stop_cause cause) {
@@ -266,6 +275,11 @@ class background_task final : public reactor::client {
     else if (v.denied)
       snapshot_.sandbox->denied = true;
     confined_.reset();  // the status pipe is read; keep no descriptor per settled task
+    if (egress_) {  // the command is gone: its proxy and tunnels go with it
+      egress_->close();
+      snapshot_.network = egress_->snapshot();
+      egress_.reset();
+    }
   }
 
   task_host& host_;
@@ -279,6 +293,7 @@ class background_task final : public reactor::client {
   std::size_t cap_ = 0;
   std::optional<confined_launch> confined_;
   std::optional<child_run<Collector>> child_;
+  std::unique_ptr<egress_session> egress_;  // allowlist: this task's proxy, until it settles
   std::uint64_t out_offset_ = 0;
   std::uint64_t err_offset_ = 0;
   std::string spawn_error_;

@@ -119,6 +119,7 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   child_run<Collector>& child = builder.start_child(slot, std::move(process), launch,
                                                     spec.stdin_data.value_or(std::string{}), spec.stdout_max_bytes,
                                                     run_kind::foreground, deadline);
+  const std::unique_ptr<egress_session> egress = builder.open_egress(launch);
   drive_until_settled(child, spec.stop, spec.progress.get());
 
   run_result result;
@@ -130,6 +131,10 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   result.timeout = spec.timeout;
   result.out = child.out().finish();
   result.err = child.err().finish();
+  if (egress) {  // the command is gone: its proxy and tunnels go with it
+    egress->close();
+    result.network = egress->snapshot();
+  }
   result.sandbox = launch.info;
   result.containment = launch.containment;
   const verdict v = classify(confinement, launch.confined, child.exit(), result.err.text, result.out.text);

@@ -18,11 +18,13 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
+#include "bashexec/egress.hpp"
 #include "bashexec/detail/engine/child_run.hpp"
 #include "bashexec/detail/engine/environment.hpp"
 #include "bashexec/detail/engine/executor_cgroup.hpp"
 #include "bashexec/detail/engine/resource_limits.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
+#include "bashexec/detail/kernel/egress_namespace.hpp"
 #include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/errors.hpp"
@@ -62,6 +64,14 @@ struct prepared_launch {
   unique_fd child_in, child_out, child_err;
   std::optional<cgroup_lease> cgroup;  // cgroup containment
   containment_mechanism containment = containment_mechanism::process_group;
+  /// Under `network = allowlist`: the socketpair the child's step sends its
+  /// proxy listener on, and that step's context (on the heap: the plan's
+  /// hook points at it).
+  struct egress_step {
+    egress_channel channel;
+    egress_namespace_context context;
+  };
+  std::unique_ptr<egress_step> egress;
 
   /// After the spawn: the child holds its ends now, and only the spawn
   /// needed the confinement's keep-alive (a Landlock ruleset fd). The one
@@ -159,6 +169,9 @@ class launch_builder {
       p.containment = containment_mechanism::cgroup;
     }
     if constexpr (Confinement::confines) {
+      // First among the hooks: the namespace exists before the confinement's
+      // own steps drop the powers that make it.
+      if (confine_under && proxies_network(config_.sandbox.network)) add_egress_step(p, *confine_under);
       if (confine_under) {
         p.confined = confinement.prepare(*confine_under, workspace_root_, p.plan);
         p.confined->info.backend = backend_name(confinement);
@@ -171,6 +184,12 @@ class launch_builder {
     }
     return p;
   }
+
+  /// After the spawn of an allowlist launch: its proxy, serving the
+  /// listener the child sent, under `sandbox.egress`. Empty for any other
+  /// launch. A spawn that returned has run the step, so a missing listener
+  /// is a broken invariant: infrastructure_error.
+  std::unique_ptr<egress_session> open_egress(prepared_launch& launch) const;
 
   /// The one place a spawned `launch` becomes a child_run, for both drivers:
   /// the parent lets go of the child's ends, stdout is collected up to
@@ -192,6 +211,11 @@ class launch_builder {
   }
 
  private:
+  /// Plans the egress step (detail/kernel/egress_namespace.hpp) and the proxy
+  /// variables; sandbox_unavailable under `mode` when the namespace cannot
+  /// be made here (not root and user namespaces refused).
+  void add_egress_step(prepared_launch& p, sandbox_mode mode) const;
+
   /// The backend that confines: a chain's selected candidate, else the
   /// policy itself.
   template <class Confinement>

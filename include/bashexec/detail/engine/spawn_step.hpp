@@ -61,6 +61,15 @@ void refuse_config_beyond_spawn(const executor_config& config) {
   if constexpr (!executor_can<Policies, spawn_capability::cgroup>)
     if (config.containment == process_containment::cgroup)
       refuse("containment", "cgroup containment moves the child into its cgroup");
+  if constexpr (!executor_can<Policies, spawn_capability::pre_exec>)
+    if (proxies_network(config.sandbox.network))
+      refuse("sandbox.network", "the allowlist's network namespace and proxy listener are made");
+  if constexpr (executor_can<Policies, spawn_capability::prespawned>)
+    if (proxies_network(config.sandbox.network))
+      throw std::invalid_argument(
+          "sandbox.network: allowlist is not offered with a warm pool: each command's network namespace and "
+          "proxy listener are made when it is spawned, and a waiting process would make them before its "
+          "command is known; use spawn_with<fork_exec>");
 }
 
 /// Starts `plan` with the executor's spawn policy. The refusal runs here as

@@ -31,7 +31,7 @@ BASHEXEC_DECL std::vector<std::string> bwrap_profile_args(sandbox_mode mode, con
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) args.insert(args.end(), {"--ro-bind", path.string(), path.string()});
   }
-  if (confines_network(network)) args.emplace_back("--unshare-net");
+  if (isolates_network(network)) args.emplace_back("--unshare-net");
   return args;
 }
 

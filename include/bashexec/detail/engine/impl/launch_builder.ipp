@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/kernel/user_namespace.hpp"
 #include "bashexec/detail/trust/find_program.hpp"
 
 namespace bashexec::detail {
@@ -99,6 +102,44 @@ BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const
   require_directory(spec.workdir);
   if (!shell_refusal_.empty())
     throw infrastructure_error(fmt::format("shell {}: {}", config_.shell.string(), shell_refusal_));
+}
+
+BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_mode mode) const {
+  const bool root = ::geteuid() == 0;
+  if (!root && !user_namespace_available())
+    throw sandbox_unavailable(mode, "sandbox.network = allowlist needs a network namespace of the command's own, "
+                                    "which an ordinary user makes inside a user namespace, and user namespaces "
+                                    "are refused here (user.max_user_namespaces, an LSM or a seccomp profile); "
+                                    "nothing ran");
+  p.egress = std::make_unique<prepared_launch::egress_step>();
+  p.egress->context.channel_fd = p.egress->channel.child_end();
+  p.egress->context.own_user_namespace = !root;
+  p.plan.hooks.add(pre_exec_hook{&enter_egress_namespace, &p.egress->context, "egress network namespace"});
+  // The proxy for every tool that reads the variables (curl, pip, npm, git,
+  // cargo); a tool that ignores them reaches nothing at all. The command's
+  // own loopback stays direct. Any inherited value is replaced.
+  const std::string http = fmt::format("http://127.0.0.1:{}", egress_proxy_port);
+  const std::string socks = fmt::format("socks5h://127.0.0.1:{}", egress_proxy_port);
+  const std::pair<std::string_view, std::string_view> variables[] = {
+      {"HTTP_PROXY", http},   {"http_proxy", http},   {"HTTPS_PROXY", http},
+      {"https_proxy", http},  {"ALL_PROXY", socks},   {"all_proxy", socks},
+      {"NO_PROXY", "localhost,127.0.0.1,::1"}, {"no_proxy", "localhost,127.0.0.1,::1"}};
+  std::erase_if(p.plan.env, [&](const std::string& entry) {
+    for (const auto& [name, value] : variables)
+      if (entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 && entry[name.size()] == '=')
+        return true;
+    return false;
+  });
+  for (const auto& [name, value] : variables) p.plan.env.push_back(fmt::format("{}={}", name, value));
+}
+
+BASHEXEC_DECL std::unique_ptr<egress_session> launch_builder::open_egress(prepared_launch& launch) const {
+  if (!launch.egress) return nullptr;
+  unique_fd listener = launch.egress->channel.take_listener();
+  launch.egress.reset();
+  if (!listener)
+    throw infrastructure_error("the allowlist spawn returned without its proxy listener; the command was stopped");
+  return config_.sandbox.gateway->open(std::move(listener), config_.sandbox.egress);
 }
 
 }  // namespace bashexec::detail

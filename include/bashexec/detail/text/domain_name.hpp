@@ -1,4 +1,4 @@
-// network/domain_name: what counts as a domain name in an egress policy, its
+// detail/text/domain_name: what counts as a domain name in an egress policy, its
 // canonical spelling, and the patterns allowed_domains / denied_domains
 // hold (an exact name or a `*.` wildcard), so validation and matching agree.
 #pragma once

@@ -1,4 +1,4 @@
-// network/address: an IPv4 or IPv6 address and a CIDR range of them, parsed
+// detail/text/ip_address: an IPv4 or IPv6 address and a CIDR range of them, parsed
 // with inet_pton — the small vocabulary the egress policy is judged in
 // (network/decision.hpp) without pulling Asio into network_policy.hpp.
 // Hand-written on purpose: a range check is a masked compare of 4 or 16

@@ -1,0 +1,248 @@
+// Network by name (issue 28; docs/network.md): under `sandbox.network =
+// allowlist` a confined command reaches the outside only through the
+// executor's egress proxy, and only the names the policy allows. Each backend
+// is driven through basic_executor against a remote host this test builds
+// (tests/remote_host_support.hpp: a network namespace, a veth pair, real HTTP
+// servers), reached by names from the policy's static host map; nothing
+// leaves the machine. The servers' request log is checked independently of
+// what the command prints.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <bashexec/basic_executor.hpp>
+#include <bashexec/confinement/bwrap.hpp>
+#include <bashexec/confinement/landlock.hpp>
+#include <bashexec/network/egress_proxy.hpp>
+#include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/spawn/posix_spawn.hpp>
+
+#include "executor_test_support.hpp"
+#include "remote_host_support.hpp"
+#include "sandbox_test_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace bashexec;
+using namespace test_support;
+
+namespace {
+
+/// A workspace outside /tmp (workspace-write grants or replaces /tmp).
+struct workspace {
+  temp_dir dir{"/var/tmp", "bashexec-allowlist-"};
+};
+
+executor_config allowlist_config(const remote_host& remote, const workspace& ws) {
+  executor_config config = fast_config();
+  config.sandbox.network = network_access::allowlist;
+  config.sandbox.workspace_root = ws.dir.path();
+  config.cwd = ws.dir.path();
+  network_policy& policy = config.sandbox.egress;
+  policy.allowed_domains = {"files.test", "*.allowed.test", "private.test", "metadata.test"};
+  policy.denied_domains = {"bad.allowed.test"};
+  policy.allowed_ranges = {remote.range()};
+  policy.host_map = {{"files.test", remote.address()},     {"www.allowed.test", remote.address()},
+                     {"bad.allowed.test", remote.address()}, {"private.test", "127.0.0.1"},
+                     {"metadata.test", "169.254.169.254"},   {"pypi.org", remote.address()}};
+  policy.system_dns = false;  // nothing resolves through the machine's DNS
+  config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
+  return config;
+}
+
+exec_request command(std::string text) {
+  exec_request request;
+  request.command = std::move(text);
+  request.timeout = std::chrono::seconds(30);
+  return request;
+}
+
+template <class Executor>
+run_result run(Executor& exec, exec_request request) {
+  return exec.run(exec.resolve(std::move(request)));
+}
+
+/// The one attempt of `report` to `host`, which must exist.
+network_attempt attempt_to(const run_result& result, const std::string& host) {
+  REQUIRE(result.network);
+  for (const auto& attempt : result.network->attempts)
+    if (attempt.host == host) return attempt;
+  FAIL("no attempt to " << host << " in the report");
+  return {};
+}
+
+/// The process's open sockets and anonymous inodes (an event loop's epoll
+/// and eventfd), each as what it refers to: what a proxy holds. (Cgroup
+/// descriptors come and go with the executor's lease cache.)
+std::multiset<std::string> proxy_descriptors() {
+  std::multiset<std::string> open;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code gone;  // the iterator's own descriptor, closed by now
+    const fs::path target = fs::read_symlink(entry.path(), gone);
+    if (!gone && (target.string().starts_with("socket:") || target.string().starts_with("anon_inode:")))
+      open.insert(target.string());
+  }
+  return open;
+}
+
+#define SKIP_WITHOUT_REMOTE_HOST()                         \
+  if (auto reason = remote_host::unavailable()) {         \
+    WARN("skipped: " << *reason);                          \
+    return;                                                \
+  }
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("allowlist: an allowed name is reached through HTTP_PROXY, a CONNECT tunnel and socks5h",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  for (auto mode : confined_modes) {
+    INFO(to_string(mode));
+    exec_request plain = command(
+        "curl -fsS --max-time 10 http://files.test/hello.txt && "
+        "curl -fsS --max-time 10 --proxytunnel -x \"$HTTPS_PROXY\" http://files.test:443/hello.txt && "
+        "curl -fsS --max-time 10 -x \"$ALL_PROXY\" http://files.test/hello.txt");
+    plain.mode = mode;
+    const run_result result = run(exec, plain);
+    INFO(result.err.text);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.text == "hello from the remote host\nhello from the remote host\nhello from the remote host\n");
+    REQUIRE(result.network);
+    REQUIRE(result.network->attempts.size() == 3);
+    const auto& attempts = result.network->attempts;
+    CHECK(attempts[0].method == "GET");
+    CHECK(attempts[0].port == 80);
+    CHECK(attempts[1].method == "CONNECT");
+    CHECK(attempts[1].port == 443);
+    CHECK(attempts[2].method == "SOCKS");
+    for (const auto& attempt : attempts) {
+      CHECK(attempt.host == "files.test");
+      CHECK(attempt.decision == network_decision::allowed);
+      CHECK(attempt.address == remote.address());
+      CHECK(attempt.bytes_down > 0);
+    }
+    CHECK(network_marker(*result.network).empty());
+  }
+  CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n443 GET /hello.txt HTTP/1.1\n80 GET /hello.txt HTTP/1.1\n"
+                             "80 GET /hello.txt HTTP/1.1\n443 GET /hello.txt HTTP/1.1\n80 GET /hello.txt HTTP/1.1\n");
+}
+
+TEMPLATE_TEST_CASE("allowlist: what the policy refuses is refused before any connection, each with its reason",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  const run_result result = run(exec, command(
+      "for url in http://pypi.org/ http://bad.allowed.test/ http://private.test/ http://metadata.test/ "
+      "http://169.254.169.254/latest/meta-data/ http://192.0.2.7/; do "
+      "curl -sS --max-time 10 -o /dev/null -w '%{http_code}\\n' \"$url\"; done; "
+      "curl -sS --max-time 10 -x \"$ALL_PROXY\" http://pypi.org/ 2>&1 | head -c 0; echo done"));
+  INFO(result.err.text);
+  CHECK(result.out.text == "403\n403\n403\n403\n403\n403\ndone\n");
+  CHECK(attempt_to(result, "pypi.org").reason == network_block_reason::not_allowed);
+  CHECK(attempt_to(result, "bad.allowed.test").reason == network_block_reason::denied_domain);
+  CHECK(attempt_to(result, "private.test").reason == network_block_reason::private_address);
+  CHECK(attempt_to(result, "metadata.test").reason == network_block_reason::private_address);
+  CHECK(attempt_to(result, "169.254.169.254").reason == network_block_reason::private_address);
+  CHECK(attempt_to(result, "192.0.2.7").reason == network_block_reason::not_allowed);
+  REQUIRE(result.network->attempts.size() == 7);
+  CHECK(result.network->attempts[6].method == "SOCKS");
+  for (const auto& attempt : result.network->attempts) {
+    CHECK(attempt.decision == network_decision::blocked);
+    CHECK(attempt.address.empty());
+  }
+  CHECK(network_marker(*result.network) ==
+        "[network: blocked pypi.org:80 (not in allowed domains), bad.allowed.test:80 (denied domain), "
+        "private.test:80 (private address), metadata.test:80 (private address), 169.254.169.254:80 (private "
+        "address), 192.0.2.7:80 (not in allowed domains)]");
+  CHECK(remote.requests().empty());  // pypi.org maps to the remote host: refused before connecting
+}
+
+TEMPLATE_TEST_CASE("allowlist: a command that ignores the proxy reaches nothing", "[network][allowlist]",
+                   bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  const std::string target = remote.address();
+  const run_result result = run(exec, command(
+      // 1: proxy variables unset; 2: a direct TCP connect; 3: UDP (DNS to the
+      // remote host); 4: IPv6 to the remote's link; 5: the executor's
+      // network namespace through /proc.
+      "env -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy curl -sS --max-time 5 --noproxy '*' "
+      "http://" + target + "/hello.txt >/dev/null 2>&1 || echo 1-refused; "
+      "(exec 3<>/dev/tcp/" + target + "/80) 2>/dev/null || echo 2-refused; "
+      "(echo query >/dev/udp/" + target + "/53) 2>/dev/null || echo 3-refused; "
+      "(exec 3<>/dev/tcp/fe80::1/80) 2>/dev/null || echo 4-refused; "
+      "nsenter --net=/proc/" + std::to_string(::getpid()) + "/ns/net true 2>/dev/null || echo 5-refused"));
+  INFO(result.err.text);
+  CHECK(result.out.text == "1-refused\n2-refused\n3-refused\n4-refused\n5-refused\n");
+  REQUIRE(result.network);
+  CHECK(result.network->attempts.empty());
+  CHECK(remote.requests().empty());
+}
+
+TEMPLATE_TEST_CASE("allowlist: a timeout in the middle of a tunnel closes it, and nothing of the proxy outlives the "
+                   "command",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  run(exec, command("true"));  // the executor's own descriptors (spawn thread, reactor) exist now
+  const auto before = proxy_descriptors();
+  exec_request tunnel = command(
+      "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT files.test:443 HTTP/1.1\\r\\nHost: files.test:443\\r\\n\\r\\n' "
+      ">&3; read -r status <&3; echo \"$status\"; sleep 30");
+  tunnel.timeout = std::chrono::milliseconds(1500);
+  const run_result result = run(exec, tunnel);
+  INFO(result.err.text);
+  CHECK(result.timed_out);
+  CHECK_THAT(result.out.text, Catch::StartsWith("HTTP/1.1 200"));
+  CHECK(attempt_to(result, "files.test").decision == network_decision::allowed);
+  CHECK(proxy_descriptors() == before);
+}
+
+TEMPLATE_TEST_CASE("allowlist: a background task carries its report, growing while it runs", "[network][allowlist]",
+                   bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  const task_id id =
+      exec.start(exec.resolve(command("curl -fsS --max-time 10 http://files.test/hello.txt; curl -s http://pypi.org/")));
+  const task_snapshot done = exec.wait(id);
+  CHECK(done.status == task_status::completed);
+  REQUIRE(done.network);
+  REQUIRE(done.network->attempts.size() == 2);
+  CHECK(done.network->attempts[0].decision == network_decision::allowed);
+  CHECK(done.network->attempts[1].reason == network_block_reason::not_allowed);
+}
+
+TEST_CASE("allowlist fails closed: no gateway, a spawn policy that cannot make the namespace, a warm pool",
+          "[network][allowlist]") {
+  executor_config config = fast_config();
+  config.sandbox.network = network_access::allowlist;
+  config.sandbox.egress.allowed_domains = {"files.test"};
+  CHECK_THROWS_WITH(bwrap_executor(config), Catch::Contains("sandbox.gateway"));
+  config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
+  config.sandbox.egress.allowed_domains = {"*"};
+  CHECK_THROWS_WITH(bwrap_executor(config), Catch::Contains("network.allowed_domains[0]"));
+  config.sandbox.egress.allowed_domains = {"files.test"};
+  using posix_bwrap = basic_executor<policies<spawn_with<posix_spawner>, confine_with<bwrap>>>;
+  CHECK_THROWS_WITH(posix_bwrap(config), Catch::Contains("sandbox.network"));
+  CHECK_THROWS_WITH(prespawned_bwrap_executor(config), Catch::Contains("sandbox.network") &&
+                                                           Catch::Contains("warm pool"));
+}
