@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <bashexec/network/egress_proxy.hpp>
 #include <bashexec/bashexec.hpp>
 // This program composes executors of its own (fork_exec unconfined, and
 // prespawned) and links bashexec::compiled, which holds only the shipped
@@ -36,6 +37,8 @@ inline executor_config make_config(const common_options& options) {
   if (options.workdir) config.cwd = std::filesystem::absolute(*options.workdir);
   config.sandbox.default_mode = options.mode;
   config.sandbox.network = options.network;
+  config.sandbox.egress = options.egress;
+  if (proxies_network(options.network)) config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
   config.containment = options.containment;
   config.limits = options.limits;
   if (options.prespawn) config.prespawn.per_key = *options.prespawn;

@@ -19,6 +19,7 @@
 #include <bashexec/config.hpp>
 #include <bashexec/containment.hpp>
 #include <bashexec/network_access.hpp>
+#include <bashexec/network_policy.hpp>
 #include <bashexec/sandbox_mode.hpp>
 #include <bashexec/server/options.hpp>
 
@@ -67,7 +68,17 @@ text a model would see: stdout, a [stderr] section, then markers such as
 Options:
   --mode MODE     read-only (default), workspace-write or danger-full-access
   --unconfined    no sandbox at all (same as --mode danger-full-access)
-  --network NET   full (default), loopback (a private loopback only) or none
+  --network NET   full (default), loopback (a private loopback only), none,
+                  or allowlist: only the domains below, through the egress
+                  proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY point at it)
+  --allow-domain D   allowlist: a name, or *.example.com for its subdomains
+                     (not the apex); repeatable
+  --deny-domain D    allowlist: refused even when allowed; repeatable
+  --allow-range CIDR allowlist: an address range private or literal targets
+                     may use (10.0.0.0/8); repeatable
+  --network-methods M  allowlist: all (default) or read-only (plain-HTTP GET,
+                     HEAD and OPTIONS; no HTTPS)
+  --host NAME=ADDR   allowlist: resolve NAME to ADDR (a pinned host)
   --workdir DIR   working directory, and the workspace root writes go to
                   under workspace-write (default: the current directory)
   --timeout MS    kill the command's process group after MS milliseconds
@@ -124,7 +135,10 @@ signal, its later responses dropped, exit 0.
 Options:
   --mode MODE         the default mode of every session (default read-only)
   --unconfined        no sandbox (same as --mode danger-full-access)
-  --network NET       full (default), loopback or none, for every confined call
+  --network NET       full (default), loopback, none or allowlist, for every
+                      confined call; with allowlist: --allow-domain D,
+                      --deny-domain D, --allow-range CIDR, --network-methods
+                      all|read-only, --host NAME=ADDR (see bashexec run --help)
   --workdir DIR       every session's working directory and workspace root
   --session-dir DIR   where session logs (mode overrides) are kept
                       (default: a private directory under $XDG_RUNTIME_DIR or /var/tmp —
@@ -186,7 +200,10 @@ exit 128+N. A client that stops reading: the same after --write-timeout.
 Options:
   --mode MODE         the session's default mode (default read-only)
   --unconfined        no sandbox (same as --mode danger-full-access)
-  --network NET       full (default), loopback or none, for every confined call
+  --network NET       full (default), loopback, none or allowlist, for every
+                      confined call; with allowlist: --allow-domain D,
+                      --deny-domain D, --allow-range CIDR, --network-methods
+                      all|read-only, --host NAME=ADDR (see bashexec run --help)
   --workdir DIR       the working directory and workspace root
   --session-dir DIR   where the session log (its mode override) is kept
                       (default: a private directory, removed at exit)
@@ -222,6 +239,9 @@ using server::approval_policy;
 struct common_options {
   sandbox_mode mode = sandbox_mode::read_only;
   network_access network = network_access::full;
+  /// --allow-domain, --deny-domain, --allow-range, --network-methods, --host:
+  /// the egress policy under --network allowlist.
+  network_policy egress;
   std::optional<std::string> workdir;
   /// --containment and the per-process limits (executor_config's knobs).
   process_containment containment = process_containment::automatic;
@@ -363,6 +383,44 @@ inline process_containment parse_containment(std::string_view text) {
   throw usage_error(fmt::format("--containment: expected automatic, process-group or cgroup, got \"{}\"", text));
 }
 
+/// Reads one egress-policy flag's value into `options.egress`; false when
+/// `flag` is not one.
+inline bool parse_egress_value(std::string_view flag, arguments& args, common_options& options) {
+  if (flag == "--allow-domain") {
+    options.egress.allowed_domains.emplace_back(args.value(flag));
+  } else if (flag == "--deny-domain") {
+    options.egress.denied_domains.emplace_back(args.value(flag));
+  } else if (flag == "--allow-range") {
+    options.egress.allowed_ranges.emplace_back(args.value(flag));
+  } else if (flag == "--network-methods") {
+    const auto value = args.value(flag);
+    auto methods = parse_network_methods(value);
+    if (!methods) throw usage_error(fmt::format("--network-methods: expected all or read-only, got \"{}\"", value));
+    options.egress.methods = *methods;
+  } else if (flag == "--host") {
+    const auto value = args.value(flag);
+    const auto equals = value.find('=');
+    if (equals == std::string_view::npos || equals == 0 || equals + 1 == value.size())
+      throw usage_error(fmt::format("--host: expected NAME=ADDRESS, got \"{}\"", value));
+    options.egress.host_map[std::string(value.substr(0, equals))] = std::string(value.substr(equals + 1));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// Parses one of the egress-policy flags and checks the policy so far: a bad
+/// value is a usage error (exit 2) naming the flag and the policy's field.
+inline bool parse_egress_flag(std::string_view flag, arguments& args, common_options& options) {
+  if (!parse_egress_value(flag, args, options)) return false;
+  try {
+    options.egress.validate();
+  } catch (const std::invalid_argument& error) {
+    throw usage_error(fmt::format("{}: {}", flag, error.what()));
+  }
+  return true;
+}
+
 /// Handles the flags every subcommand shares; false when `flag` is not one.
 inline bool parse_common(std::string_view flag, arguments& args, common_options& options) {
   if (flag == "--containment") {
@@ -397,8 +455,11 @@ inline bool parse_common(std::string_view flag, arguments& args, common_options&
   } else if (flag == "--network") {
     auto value = args.value(flag);
     auto access = parse_network_access(value);
-    if (!access) throw usage_error(fmt::format("--network: expected full, loopback or none, got \"{}\"", value));
+    if (!access)
+      throw usage_error(fmt::format("--network: expected full, loopback, none or allowlist, got \"{}\"", value));
     options.network = *access;
+  } else if (parse_egress_flag(flag, args, options)) {
+    // the egress policy (--network allowlist)
   } else {
     return false;
   }

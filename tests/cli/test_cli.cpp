@@ -100,6 +100,38 @@ TEST_CASE("bashexec run --network none keeps a confined command off the network"
   CHECK(bad.err.text.find("--network") != std::string::npos);
 }
 
+TEST_CASE("bashexec run --network allowlist refuses what is not allowed, with the marker and the JSON report",
+          "[cli][sandbox][allowlist]") {
+  // Nothing is reached: the one name asked for is refused by the proxy
+  // before any connection, so no remote host is needed here
+  // (tests/test_network_allowlist.cpp has one).
+  auto result = cli_run(
+      "run --mode read-only --network allowlist --allow-domain files.test --host files.test=192.0.2.1 -- "
+      "'curl -sS -o /dev/null -w \"%{http_code}\\n\" http://pypi.org/simple/'");
+  if (result.exit_code == 125) {
+    WARN("skipped: no sandbox backend usable on this machine: " << result.err.text);
+    return;
+  }
+  CHECK(result.out.text == "403\n[network: blocked pypi.org:80 (not in allowed domains)]\n");
+  auto report = cli_run(
+      "run --mode read-only --network allowlist --allow-domain files.test --json -- "
+      "'curl -s -o /dev/null http://pypi.org/'");
+  auto j = json::parse(report.out.text);
+  REQUIRE(j["network"]["attempts"].size() == 1);
+  CHECK(j["network"]["attempts"][0]["host"] == "pypi.org");
+  CHECK(j["network"]["attempts"][0]["method"] == "GET");
+  CHECK(j["network"]["attempts"][0]["decision"] == "blocked");
+  CHECK(j["network"]["attempts"][0]["reason"] == "not_allowed");
+  CHECK(j["network"]["attempts_dropped"] == 0);
+
+  auto wildcard = cli_run("run --network allowlist --allow-domain '*' -- true");
+  CHECK(wildcard.exit_code == 2);
+  CHECK(wildcard.err.text.find("network.allowed_domains[0]") != std::string::npos);
+  auto host = cli_run("run --network allowlist --host files.test -- true");
+  CHECK(host.exit_code == 2);
+  CHECK(host.err.text.find("--host") != std::string::npos);
+}
+
 TEST_CASE("bashexec rejects unknown flags and prints help and version", "[cli]") {
   auto bad = cli_run("run --frobnicate -- true");
   CHECK(bad.exit_code == 2);

@@ -9,6 +9,7 @@
 //   (a newline is added only when the text does not already end with one):
 //   [sandbox: file access denied under <mode> mode]   (or the runner-failure marker)
 //   [to run this with wider file access, …]            (only when escalation is advertised)
+//   [network: blocked <host>:<port> (<reason>), …]     (allowlist only: network_marker)
 //   [timed out after <N>ms]
 //   [aborted]
 //   [leftover background processes were killed …]
@@ -17,7 +18,7 @@
 // `bash_output`: the delta or `(no new output)`, the lossy line
 // (`[some output was dropped from memory; full output: <path>[, <path>]]`,
 // bare paths), the status line, then the runner-failure or denial marker of
-// a settled task.
+// a settled task, then its network marker.
 #pragma once
 
 #include <cstddef>
@@ -97,6 +98,13 @@ inline void append_sandbox_markers(std::string& text, const std::optional<sandbo
   }
 }
 
+/// Appends the `[network: blocked …]` line of an allowlist run or settled
+/// task (network_policy.hpp's network_marker), if anything was blocked.
+inline void append_network_marker(std::string& text, const std::optional<network_report>& network) {
+  if (!network) return;
+  if (std::string marker = network_marker(*network); !marker.empty()) detail::append_line(text, to_valid_utf8(marker));
+}
+
 /// stdout, its truncation note, the `[stderr]` section, or `(no output)`.
 inline std::string render_output_body(const collected_output& out, const collected_output& err) {
   std::string body = to_valid_utf8(out.text, out.truncated);
@@ -119,6 +127,7 @@ inline std::string render_output_body(const collected_output& out, const collect
 inline std::string render_run_result(const run_result& result, bool escalation_advertised) {
   std::string text = render_output_body(result.out, result.err);
   append_sandbox_markers(text, result.sandbox, escalation_advertised);
+  append_network_marker(text, result.network);
   if (result.timed_out) detail::append_line(text, fmt::format("[timed out after {}ms]", result.timeout.count()));
   if (result.aborted) detail::append_line(text, "[aborted]");
   if (result.leftovers_killed)
@@ -173,8 +182,10 @@ inline std::string render_task_read(const task_read& read, bool escalation_adver
   std::string text = read.delta.empty() ? std::string("(no new output)") : to_valid_utf8(read.delta, true);
   if (read.lossy) detail::append_line(text, lossy_line(read));
   detail::append_line(text, status_line(read.task));
-  if (read.task.status != task_status::running)
+  if (read.task.status != task_status::running) {
     append_sandbox_markers(text, read.task.sandbox, escalation_advertised);
+    append_network_marker(text, read.task.network);
+  }
   return text;
 }
 
@@ -205,7 +216,10 @@ inline std::string render_task_notice(const task_snapshot& task, bool escalation
   std::string text = fmt::format("background task {} finished; read its output with bash_output\ncommand: {}",
                                  to_valid_utf8(task.id.value()), command_summary(task.command));
   detail::append_line(text, status_line(task));
-  if (task.status != task_status::running) append_sandbox_markers(text, task.sandbox, escalation_advertised);
+  if (task.status != task_status::running) {
+    append_sandbox_markers(text, task.sandbox, escalation_advertised);
+    append_network_marker(text, task.network);
+  }
   return text;
 }
 

@@ -48,6 +48,27 @@ inline nlohmann::json to_json(const sandbox_info& info) {
           {"backend", info.backend.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(info.backend))}};
 }
 
+/// The network report of an allowlist run: every attempt, in order.
+inline nlohmann::json to_json(const network_report& report) {
+  nlohmann::json attempts = nlohmann::json::array();
+  for (const network_attempt& attempt : report.attempts)
+    attempts.push_back({{"host", to_valid_utf8(attempt.host)},
+                        {"port", attempt.port},
+                        {"method", to_valid_utf8(attempt.method)},
+                        {"decision", std::string(to_string(attempt.decision))},
+                        {"reason", attempt.reason == network_block_reason::none
+                                       ? nlohmann::json(nullptr)
+                                       : nlohmann::json(std::string(to_string(attempt.reason)))},
+                        {"address", attempt.address.empty() ? nlohmann::json(nullptr) : nlohmann::json(attempt.address)},
+                        {"bytes_up", attempt.bytes_up},
+                        {"bytes_down", attempt.bytes_down}});
+  return {{"attempts", std::move(attempts)}, {"attempts_dropped", report.attempts_dropped}};
+}
+
+inline nlohmann::json network_json(const std::optional<network_report>& report) {
+  return report ? to_json(*report) : nlohmann::json(nullptr);
+}
+
 inline nlohmann::json to_json(const run_result& result) {
   return {{"exit_code", detail::or_null(result.exit_code)},
           {"signal", detail::or_null(result.signal)},
@@ -58,7 +79,8 @@ inline nlohmann::json to_json(const run_result& result) {
           {"timeout_ms", result.timeout.count()},
           {"stdout", to_json(result.out)},
           {"stderr", to_json(result.err)},
-          {"sandbox", result.sandbox ? to_json(*result.sandbox) : nlohmann::json(nullptr)}};
+          {"sandbox", result.sandbox ? to_json(*result.sandbox) : nlohmann::json(nullptr)},
+          {"network", network_json(result.network)}};
 }
 
 inline nlohmann::json to_json(const task_snapshot& task) {
@@ -68,7 +90,8 @@ inline nlohmann::json to_json(const task_snapshot& task) {
           {"exit_code", detail::or_null(task.exit_code)},
           {"signal", detail::or_null(task.signal)},
           {"signal_name", detail::signal_json(task.signal)},
-          {"sandbox", task.sandbox ? to_json(*task.sandbox) : nlohmann::json(nullptr)}};
+          {"sandbox", task.sandbox ? to_json(*task.sandbox) : nlohmann::json(nullptr)},
+          {"network", network_json(task.network)}};
 }
 
 /// The facts of a foreground `bash` call a client can act on without parsing
