@@ -457,13 +457,15 @@ class connection : public std::enable_shared_from_this<connection> {
         break;
       }
       self->touch();
-      co_await net::async_write(to, net::buffer(chunk.data(), got), token(ec));
+      const std::size_t written = co_await net::async_write(to, net::buffer(chunk.data(), got), token(ec));
+      // Counted before the stop check: bytes the peer already has count even
+      // when the proxy is closing (the command may have exited on them).
+      self->count(upward ? written : 0, upward ? 0 : written);
       if (ec || self->stopped_) {
         self->stop();
         break;
       }
       self->touch();
-      self->count(upward ? got : 0, upward ? 0 : got);
     }
     if (++self->pumps_done_ == 2) self->stop();
   }
@@ -474,10 +476,10 @@ class connection : public std::enable_shared_from_this<connection> {
     error_code ec;
     if (buffer_.size() > 0) {
       auto early = buffer_.size();
-      co_await net::async_write(upstream_, buffer_.data(), token(ec));
+      const std::size_t written = co_await net::async_write(upstream_, buffer_.data(), token(ec));
+      count(written, 0);
       if (ec) co_return;
       buffer_.consume(early);
-      count(early, 0);
     }
     splicing_ = true;
     auto self = shared_from_this();
@@ -677,10 +679,13 @@ class connection : public std::enable_shared_from_this<connection> {
         body.more = false;
       }
       auto written = co_await http::async_write(out, serializer, token(ec));
+      // Before the stop check: the peer has these bytes even if the proxy is
+      // closing now (a client that exits on the last byte settles its
+      // command, and the executor closes the proxy, at once).
+      count(IsRequest ? written : 0, IsRequest ? 0 : written);
       if (ec == http::error::need_buffer) ec = {};
       if (ec || stopped_) co_return false;
       touch();
-      count(IsRequest ? written : 0, IsRequest ? 0 : written);
     } while (!parser.is_done() && !serializer.is_done());
     co_return true;
   }
