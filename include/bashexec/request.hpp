@@ -10,6 +10,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "bashexec/ids.hpp"
 #include "bashexec/run_progress.hpp"
@@ -38,6 +39,11 @@ struct basic_exec_request {
   std::optional<std::map<std::string, std::string>> env{};
   std::optional<owner_token> owner{};
   std::optional<sandbox_mode> mode{};
+  /// Names this one call may reach besides `sandbox.egress.allowed_domains`
+  /// (exact names or `*.` wildcards), under `sandbox.network = allowlist`
+  /// only: what an approved network escalation widens (tools/escalation.hpp).
+  /// `denied_domains` still wins, and the address rules still hold.
+  std::vector<std::string> network_grants{};
   /// When set, a foreground `run` keeps its byte counts there as it reads
   /// (a background task ignores it: `read_output` is its progress).
   std::shared_ptr<run_progress> progress{};

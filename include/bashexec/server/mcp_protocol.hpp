@@ -130,9 +130,14 @@ inline nlohmann::json approval_form(const approval_request& request) {
           {"properties",
            {{"approve",
              {{"type", "boolean"},
-              {"title", fmt::format("Run this one command under {} mode", request.requested_mode)},
-              {"description", "Yes runs this single command with the wider file access; later commands are "
-                              "sandboxed as before."},
+              {"title", request.requested_domains.empty()
+                            ? fmt::format("Run this one command under {} mode", request.requested_mode)
+                            : fmt::format("Run this one command {}", requested_widening(request))},
+              {"description", request.requested_domains.empty()
+                                  ? "Yes runs this single command with the wider file access; later commands "
+                                    "are sandboxed as before."
+                                  : "Yes runs this single command with the access asked for; later commands "
+                                    "are sandboxed as before."},
               {"default", false}}}}},
           {"required", {"approve"}}};
 }

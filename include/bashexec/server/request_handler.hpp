@@ -75,15 +75,17 @@ class approval_desk {
       number = ++last_;
       answer = pending_[number].get_future();
     }
-    emit_({{"approval",
-            {{"id", number},
-             {"session", session_json(request.session)},
-             {"command", to_valid_utf8(request.command)},
-             {"description", to_valid_utf8(request.description)},
-             {"current_mode", std::string(to_string(request.current_mode))},
-             {"requested_mode", std::string(to_string(request.requested_mode))},
-             {"justification", to_valid_utf8(request.justification)},
-             {"text", std::move(*text)}}}});
+    nlohmann::json question = {{"id", number},
+                               {"session", session_json(request.session)},
+                               {"command", to_valid_utf8(request.command)},
+                               {"description", to_valid_utf8(request.description)},
+                               {"current_mode", std::string(to_string(request.current_mode))},
+                               {"requested_mode", std::string(to_string(request.requested_mode))},
+                               {"justification", to_valid_utf8(request.justification)},
+                               {"text", std::move(*text)}};
+    // Only a network escalation names domains (validated ASCII names).
+    if (!request.requested_domains.empty()) question["requested_domains"] = request.requested_domains;
+    emit_({{"approval", std::move(question)}});
     return answer.get();
   }
 

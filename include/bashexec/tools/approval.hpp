@@ -7,6 +7,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <fmt/core.h>
 
 #include "bashexec/detail/text/enum_names.hpp"
 #include "bashexec/ids.hpp"
@@ -41,10 +44,33 @@ struct approval_request {
   std::string description;
   /// The mode the call would run under without approval.
   sandbox_mode current_mode = sandbox_mode::read_only;
-  /// Strictly wider than `current_mode`.
+  /// Strictly wider than `current_mode`; equal to it when the request asks
+  /// for network access only (`requested_domains`).
   sandbox_mode requested_mode = sandbox_mode::workspace_write;
   std::string justification;
+  /// Under `sandbox.network = allowlist`: names this one call would reach
+  /// besides the allowed domains (exact, or `*.` wildcards; validated and
+  /// lower-cased). Empty when no network access is asked for.
+  std::vector<std::string> requested_domains{};
+
+  /// Whether the mode is widened (else only the network is asked for).
+  bool widens_mode() const noexcept { return requested_mode != current_mode; }
 };
+
+/// What `request` asks for, as the refusals name it: `under "workspace-write"`,
+/// `with network access to pypi.org, *.npmjs.org`, or both joined by "and".
+inline std::string requested_widening(const approval_request& request) {
+  std::string what;
+  if (request.widens_mode() || request.requested_domains.empty())
+    what = fmt::format("under \"{}\"", request.requested_mode);
+  if (!request.requested_domains.empty()) {
+    if (!what.empty()) what += " and ";
+    what += "with network access to ";
+    for (std::size_t i = 0; i < request.requested_domains.size(); ++i)
+      what += (i ? ", " : "") + request.requested_domains[i];
+  }
+  return what;
+}
 
 /// Asked once per escalation request; may block (a person is answering).
 /// A callback that throws counts as `unavailable`.

@@ -137,13 +137,24 @@ inline std::string visible_command(std::string_view command) {
 /// `max_approval_text_bytes`: nothing is shown cut.
 inline std::optional<std::string> approval_text(const approval_request& request) {
   // The cheap bound first: escaping never shrinks a text.
-  if (request.command.size() + request.description.size() + request.justification.size() > max_approval_text_bytes)
+  std::size_t domains_bytes = 0;
+  for (const auto& domain : request.requested_domains) domains_bytes += domain.size() + 2;
+  if (request.command.size() + request.description.size() + request.justification.size() + domains_bytes >
+      max_approval_text_bytes)
     return std::nullopt;
-  std::string text = fmt::format(
-      "bashexec asks to run one command under {} mode (the session runs under {} mode).\n{}\nDescription: {}\n"
-      "Justification: {}",
-      request.requested_mode, request.current_mode, visible_command(request.command),
-      visible_text(request.description), visible_text(request.justification));
+  std::string asked;
+  if (request.widens_mode())
+    asked = fmt::format("bashexec asks to run one command under {} mode (the session runs under {} mode).",
+                        request.requested_mode, request.current_mode);
+  else
+    asked = fmt::format("bashexec asks to run one command under {} mode, as the session does.", request.current_mode);
+  if (!request.requested_domains.empty()) {
+    asked += "\nNetwork access asked for, beyond the allowed domains (this one command only):";
+    for (const auto& domain : request.requested_domains) asked += "\n  " + visible_text(domain);
+  }
+  std::string text = fmt::format("{}\n{}\nDescription: {}\nJustification: {}", asked,
+                                 visible_command(request.command), visible_text(request.description),
+                                 visible_text(request.justification));
   if (text.size() > max_approval_text_bytes) return std::nullopt;
   return text;
 }
@@ -152,10 +163,10 @@ inline std::optional<std::string> approval_text(const approval_request& request)
 /// nobody was asked.
 inline std::string approval_too_long_refusal(const approval_request& request) {
   return fmt::format(
-      "the request to run this command under \"{}\" is too long to show a person for approval (its command, "
+      "the request to run this command {} is too long to show a person for approval (its command, "
       "description and justification shown in full would exceed {} bytes, and an approval is never asked about a "
       "cut command); the command did not run. Split the work into shorter commands.",
-      request.requested_mode, max_approval_text_bytes);
+      requested_widening(request), max_approval_text_bytes);
 }
 
 }  // namespace bashexec

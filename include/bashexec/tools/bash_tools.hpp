@@ -163,8 +163,18 @@ class bash_tools {
   /// `justification` are offered to the model.
   bool escalation_advertised() const { return executor_.default_mode().has_value(); }
 
+  /// True when, besides, the executor's network is an allowlist, so that
+  /// `network_permissions` is offered (an executor without `config()` never
+  /// offers it).
+  bool network_escalation_advertised() const {
+    if constexpr (requires { executor_.config().sandbox.network; })
+      return escalation_advertised() && proxies_network(executor_.config().sandbox.network);
+    else
+      return false;
+  }
+
   /// The JSON array of the `bash`, `bash_output` and `bash_kill` schemas.
-  nlohmann::json schemas() const { return tool_schemas(escalation_advertised()); }
+  nlohmann::json schemas() const { return tool_schemas(escalation_advertised(), network_escalation_advertised()); }
 
   /// The mode a call of this session runs under without escalation: the
   /// session override, else the executor default; empty when the executor
@@ -227,7 +237,7 @@ class bash_tools {
 
   tool_result call_bash(const nlohmann::json& args, const call_context& context) {
     const tool_args::bash_arguments bash = tool_args::read_bash(args);
-    const auto wider = read_escalation(args, escalation_advertised());
+    const auto wider = read_escalation(args, escalation_advertised(), network_escalation_advertised());
 
     const auto session_mode = effective_mode(context);
     if (wider && session_mode)
@@ -244,7 +254,8 @@ class bash_tools {
       request.progress = context.progress;
     }
     if (bash.background) request.owner = context.session;
-    request.mode = wider ? std::optional(wider->mode) : session_mode;
+    request.mode = wider && wider->mode ? wider->mode : session_mode;
+    if (wider) request.network_grants = wider->domains;
 
     exec_spec spec;
     try {
@@ -257,7 +268,8 @@ class bash_tools {
     if (wider) {
       if (auto refusal = ask_approval(context.approve,
                                       approval_request{context.session, bash.command, bash.description,
-                                                       *session_mode, wider->mode, wider->justification}))
+                                                       *session_mode, wider->mode.value_or(*session_mode),
+                                                       wider->justification, wider->domains}))
         return error(std::move(*refusal));
     }
 

@@ -8,10 +8,12 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/detail/text/domain_name.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_log.hpp"
 #include "bashexec/tools/approval.hpp"
@@ -20,11 +22,19 @@
 
 namespace bashexec {
 
-/// A call's request to run under a wider mode, and the model's reason.
+/// A call's request to run under a wider mode and/or to reach more names
+/// (under `sandbox.network = allowlist`), and the model's reason.
 struct escalation {
-  sandbox_mode mode;
+  /// `sandbox_permissions`; empty when only the network is asked for.
+  std::optional<sandbox_mode> mode;
   std::string justification;
+  /// `network_permissions`, canonical (`pypi.org`, `*.npmjs.org`); empty
+  /// when only the mode is asked for.
+  std::vector<std::string> domains{};
 };
+
+/// The most names one call may ask for.
+inline constexpr std::size_t max_network_permissions = 16;
 
 /// The mode a call of a session runs under without escalation: the
 /// session's override (from `log`, may be null), else `executor_default`;
@@ -40,10 +50,36 @@ inline std::optional<sandbox_mode> effective_mode(std::optional<sandbox_mode> ex
 /// `sandbox_permissions` + `justification`, validated as a pair; empty when
 /// neither is given. `advertised`: the executor confines, so the schema
 /// offers the pair. Throws tool_args::argument_error.
-inline std::optional<escalation> read_escalation(const nlohmann::json& args, bool advertised) {
+/// `network_advertised`: the executor's network is an allowlist, so the
+/// schema offers `network_permissions` too.
+inline std::optional<escalation> read_escalation(const nlohmann::json& args, bool advertised,
+                                                 bool network_advertised = false) {
   using tool_args::argument_error;
   const auto* permissions = tool_args::find(args, "sandbox_permissions");
   const auto* justification = tool_args::find(args, "justification");
+  const auto* network = tool_args::find(args, "network_permissions");
+  if (network && !network_advertised)
+    throw argument_error{
+        "field \"network_permissions\" is not supported: this executor's network is not an allowlist, so there "
+        "are no names to grant"};
+  std::vector<std::string> domains;
+  if (network) {
+    if (!network->is_array() || network->empty() || network->size() > max_network_permissions)
+      throw argument_error{fmt::format(
+          "field \"network_permissions\" must be an array of 1 to {} domain names (\"pypi.org\", \"*.npmjs.org\")",
+          max_network_permissions)};
+    for (const auto& entry : *network) {
+      std::optional<network::domain_pattern> pattern;
+      if (entry.is_string()) pattern = network::domain_pattern::parse(entry.get_ref<const std::string&>());
+      if (!pattern)
+        throw argument_error{"field \"network_permissions\" must hold domain names or *.wildcards, like "
+                             "\"pypi.org\" or \"*.npmjs.org\""};
+      domains.push_back(pattern->wildcard ? "*." + pattern->name : pattern->name);
+    }
+    if (!justification)
+      throw argument_error{
+          "field \"network_permissions\" requires \"justification\" (why the command needs those names)"};
+  }
   if (!permissions && !justification) return std::nullopt;
   if (!advertised) {
     throw argument_error{fmt::format(
@@ -62,21 +98,24 @@ inline std::optional<escalation> read_escalation(const nlohmann::json& args, boo
     reason = justification->get<std::string>();
     tool_args::reject_blank(reason, "justification");
   }
-  if (!permissions)
-    throw argument_error{"field \"justification\" is only accepted together with \"sandbox_permissions\""};
+  if (!permissions && domains.empty())
+    throw argument_error{network_advertised ? "field \"justification\" is only accepted together with "
+                                              "\"sandbox_permissions\" or \"network_permissions\""
+                                            : "field \"justification\" is only accepted together with "
+                                              "\"sandbox_permissions\""};
   if (!justification)
     throw argument_error{"field \"sandbox_permissions\" requires \"justification\" (why the wider mode is needed)"};
-  return escalation{*mode, std::move(reason)};
+  return escalation{mode, std::move(reason), std::move(domains)};
 }
 
 /// The refusal of a request that is not strictly wider than `current`
 /// (nobody is asked); empty when it is wider.
 inline std::optional<std::string> not_wider_refusal(const escalation& wider, sandbox_mode current) {
-  if (is_wider(wider.mode, current)) return std::nullopt;
+  if (!wider.mode || is_wider(*wider.mode, current)) return std::nullopt;
   return fmt::format(
       "sandbox_permissions \"{}\" is not wider than the current sandbox mode \"{}\", so there is nothing to "
       "approve; the command did not run. Run it without sandbox_permissions and justification.",
-      wider.mode, current);
+      *wider.mode, current);
 }
 
 /// Asks `approve` (empty: nobody can approve) whether `request` may run;
@@ -86,9 +125,9 @@ inline std::optional<std::string> not_wider_refusal(const escalation& wider, san
 inline std::optional<std::string> ask_approval(const approval_callback& approve, const approval_request& request) {
   if (!approve)
     return fmt::format(
-        "running this command under \"{}\" needs a person's approval, but nobody can approve requests in this "
+        "running this command {} needs a person's approval, but nobody can approve requests in this "
         "session; the command did not run",
-        request.requested_mode);
+        requested_widening(request));
   if (!approval_text(request)) return approval_too_long_refusal(request);
   approval_outcome outcome = approval_outcome::unavailable;
   try {
@@ -100,9 +139,9 @@ inline std::optional<std::string> ask_approval(const approval_callback& approve,
     case approval_outcome::allowed_once: return std::nullopt;
     case approval_outcome::rejected:
       return fmt::format(
-          "the request to run this command under \"{}\" was rejected; the command did not run. Do not try to get "
+          "the request to run this command {} was rejected; the command did not run. Do not try to get "
           "around the sandbox; continue within the current mode or ask the user how to proceed.",
-          request.requested_mode);
+          requested_widening(request));
     case approval_outcome::cancelled:
       return std::string("the approval request was cancelled before anyone answered; the command did not run");
     case approval_outcome::unavailable: break;

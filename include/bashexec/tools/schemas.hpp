@@ -61,7 +61,9 @@ inline nlohmann::json tool_schema(std::string_view name, std::string_view descri
 }  // namespace detail
 
 /// The JSON Schema of `bash`.
-inline nlohmann::json bash_tool_schema(bool escalation_advertised) {
+/// `network_advertised`: the executor's network is an allowlist, so
+/// `network_permissions` is offered beside `sandbox_permissions`.
+inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_advertised = false) {
   nlohmann::json properties = {
       {"command", detail::string_property("The command to run, as one bash script.")},
       {"description", detail::string_property("What the command does, in 5-10 words, for the person watching.")},
@@ -92,6 +94,20 @@ inline nlohmann::json bash_tool_schema(bool escalation_advertised) {
         detail::string_property("Why this command needs the wider sandbox mode, in one sentence for the person "
                                 "approving it. Required with, and only with, sandbox_permissions.");
   }
+  if (escalation_advertised && network_advertised) {
+    properties["network_permissions"] = {
+        {"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"minItems", 1},
+        {"maxItems", 16},
+        {"description",
+         "Only after a `[network: blocked …]` line: names this one call may reach besides the allowed domains "
+         "(\"pypi.org\", or \"*.npmjs.org\" for its subdomains). Requires `justification`, and a person must "
+         "approve it; denied domains stay denied."}};
+    properties["justification"] = detail::string_property(
+        "Why this command needs the wider sandbox mode or the extra network names, in one sentence for the "
+        "person approving it. Required with, and only with, sandbox_permissions or network_permissions.");
+  }
   return detail::tool_schema(bash_tool_name, description, std::move(properties), {"command", "description"});
 }
 
@@ -115,8 +131,8 @@ inline nlohmann::json bash_kill_tool_schema() {
 }
 
 /// The three tool schemas, in the order `bash`, `bash_output`, `bash_kill`.
-inline nlohmann::json tool_schemas(bool escalation_advertised) {
-  return nlohmann::json::array({bash_tool_schema(escalation_advertised), bash_output_tool_schema(),
+inline nlohmann::json tool_schemas(bool escalation_advertised, bool network_advertised = false) {
+  return nlohmann::json::array({bash_tool_schema(escalation_advertised, network_advertised), bash_output_tool_schema(),
                                 bash_kill_tool_schema()});
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bashexec/config.hpp"
 #include "bashexec/confinement.hpp"
@@ -70,6 +71,7 @@ struct prepared_launch {
   struct egress_step {
     egress_channel channel;
     egress_namespace_context context;
+    std::vector<std::string> grants;  // exec_spec::network_grants
   };
   std::unique_ptr<egress_step> egress;
 
@@ -171,7 +173,8 @@ class launch_builder {
     if constexpr (Confinement::confines) {
       // First among the hooks: the namespace exists before the confinement's
       // own steps drop the powers that make it.
-      if (confine_under && proxies_network(config_.sandbox.network)) add_egress_step(p, *confine_under);
+      if (confine_under && proxies_network(config_.sandbox.network))
+        add_egress_step(p, *confine_under, spec.network_grants);
       if (confine_under) {
         p.confined = confinement.prepare(*confine_under, workspace_root_, p.plan);
         p.confined->info.backend = backend_name(confinement);
@@ -186,7 +189,8 @@ class launch_builder {
   }
 
   /// After the spawn of an allowlist launch: its proxy, serving the
-  /// listener the child sent, under `sandbox.egress`. Empty for any other
+  /// listener the child sent, under `sandbox.egress` widened by the
+  /// request's `network_grants`. Empty for any other
   /// launch. A spawn that returned has run the step, so a missing listener
   /// is a broken invariant: infrastructure_error.
   std::unique_ptr<egress_session> open_egress(prepared_launch& launch) const;
@@ -214,7 +218,7 @@ class launch_builder {
   /// Plans the egress step (detail/kernel/egress_namespace.hpp) and the proxy
   /// variables; sandbox_unavailable under `mode` when the namespace cannot
   /// be made here (not root and user namespaces refused).
-  void add_egress_step(prepared_launch& p, sandbox_mode mode) const;
+  void add_egress_step(prepared_launch& p, sandbox_mode mode, const std::vector<std::string>& grants) const;
 
   /// The backend that confines: a chain's selected candidate, else the
   /// policy itself.

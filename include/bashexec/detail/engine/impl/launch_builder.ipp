@@ -104,7 +104,8 @@ BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const
     throw infrastructure_error(fmt::format("shell {}: {}", config_.shell.string(), shell_refusal_));
 }
 
-BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_mode mode) const {
+BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_mode mode,
+                                                   const std::vector<std::string>& grants) const {
   const bool root = ::geteuid() == 0;
   if (!root && !user_namespace_available())
     throw sandbox_unavailable(mode, "sandbox.network = allowlist needs a network namespace of the command's own, "
@@ -114,6 +115,7 @@ BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_m
   p.egress = std::make_unique<prepared_launch::egress_step>();
   p.egress->context.channel_fd = p.egress->channel.child_end();
   p.egress->context.own_user_namespace = !root;
+  p.egress->grants = grants;
   p.plan.hooks.add(pre_exec_hook{&enter_egress_namespace, &p.egress->context, "egress network namespace"});
   // The proxy for every tool that reads the variables (curl, pip, npm, git,
   // cargo); a tool that ignores them reaches nothing at all. The command's
@@ -136,10 +138,14 @@ BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_m
 BASHEXEC_DECL std::unique_ptr<egress_session> launch_builder::open_egress(prepared_launch& launch) const {
   if (!launch.egress) return nullptr;
   unique_fd listener = launch.egress->channel.take_listener();
+  const std::vector<std::string> grants = std::move(launch.egress->grants);
   launch.egress.reset();
   if (!listener)
     throw infrastructure_error("the allowlist spawn returned without its proxy listener; the command was stopped");
-  return config_.sandbox.gateway->open(std::move(listener), config_.sandbox.egress);
+  if (grants.empty()) return config_.sandbox.gateway->open(std::move(listener), config_.sandbox.egress);
+  network_policy widened = config_.sandbox.egress;
+  widened.allowed_domains.insert(widened.allowed_domains.end(), grants.begin(), grants.end());
+  return config_.sandbox.gateway->open(std::move(listener), widened);
 }
 
 }  // namespace bashexec::detail

@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/text/domain_name.hpp"
 #include "bashexec/errors.hpp"
 
 namespace bashexec::detail {
@@ -23,6 +24,14 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   if (request.workdir && request.workdir->empty()) throw std::invalid_argument("workdir must not be empty");
   if (request.mode) require_known_mode(*request.mode, "mode");
   const executor_config& config = context.config;
+  if (!request.network_grants.empty() && !proxies_network(config.sandbox.network))
+    throw std::invalid_argument(fmt::format(
+        "network_grants: names can be granted only under sandbox.network = allowlist, and this executor's is {}",
+        config.sandbox.network));
+  for (std::size_t i = 0; i < request.network_grants.size(); ++i)
+    if (!network::domain_pattern::parse(request.network_grants[i]))
+      throw std::invalid_argument(fmt::format("network_grants[{}]: \"{}\" is not a domain name or *.wildcard", i,
+                                              request.network_grants[i]));
   exec_spec spec;
   spec.command = std::move(request.command);
   spec.workdir = request.workdir ? context.cwd / *request.workdir : context.cwd;  // an absolute workdir replaces cwd
@@ -33,6 +42,7 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   spec.env = std::move(request.env);
   spec.owner = std::move(request.owner);
   spec.mode = request.mode ? request.mode : context.default_mode;
+  spec.network_grants = std::move(request.network_grants);
   spec.progress = std::move(request.progress);
   return spec;
 }
