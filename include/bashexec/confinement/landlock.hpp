@@ -96,6 +96,12 @@
 // seccomp filters fails the hook → the command never runs (read-only always
 // installs a filter where one exists, so such a kernel fails the backend's
 // probe: fail-closed, never a silent ungoverned metadata write).
+// Under `allowlist` the network is the executor's namespace's work
+// (detail/kernel/egress_namespace.hpp: only `lo` and the proxy's listener),
+// so no socket filter and no TCP right is added: narrowing connect to the
+// proxy's port would also cut the command off from servers it starts on its
+// own loopback, which bwrap leaves reachable, for no wall the namespace does
+// not already give.
 // A refused socket prints "Operation not permitted", not the file-denial
 // dialect, so a network failure is never reported as `denied`.
 //
