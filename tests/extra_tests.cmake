@@ -77,6 +77,33 @@ bashexec_rerun_test(test_shared_temp_unprivileged run_unprivileged.sh test_share
 # Protected paths: Landlock binds them in a user namespace of the child's own.
 bashexec_rerun_test(test_protected_paths_unprivileged run_unprivileged.sh test_protected_paths 120 unprivileged
                     "[protected]")
+# Network by name as nobody: the egress namespace sits in a user namespace of
+# the command's own. The remote host needs root, so a fixture builds one
+# before the rerun and removes it after (tests/remote_host.sh); the test
+# learns it from BASHEXEC_REMOTE_HOST*. Its name and /24 are fixed per build
+# tree (a hash of the build directory), 10.204.x apart from the per-case
+# hosts' 10.203.x.
+string(MD5 remote_host_hash "${CMAKE_CURRENT_BINARY_DIR}")
+string(SUBSTRING "${remote_host_hash}" 0 6 remote_host_id)
+string(SUBSTRING "${remote_host_hash}" 6 2 remote_host_octet)
+math(EXPR remote_host_octet "0x${remote_host_octet}" OUTPUT_FORMAT DECIMAL)
+set(remote_host_name "bxfx${remote_host_id}")
+set(remote_host_prefix "10.204.${remote_host_octet}")
+target_compile_definitions(test_network_allowlist PRIVATE
+  BASHEXEC_REMOTE_HOST_SCRIPT="${CMAKE_CURRENT_SOURCE_DIR}/remote_host.sh")
+add_test(NAME test_network_allowlist_remote_host_setup
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/remote_host.sh setup ${remote_host_name} ${remote_host_prefix})
+add_test(NAME test_network_allowlist_remote_host_teardown
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/remote_host.sh teardown ${remote_host_name})
+set_tests_properties(test_network_allowlist_remote_host_setup PROPERTIES
+  FIXTURES_SETUP bashexec_remote_host TIMEOUT 60 LABELS unprivileged SKIP_RETURN_CODE 77)
+set_tests_properties(test_network_allowlist_remote_host_teardown PROPERTIES
+  FIXTURES_CLEANUP bashexec_remote_host TIMEOUT 60 LABELS unprivileged SKIP_RETURN_CODE 77)
+bashexec_rerun_test(test_network_allowlist_unprivileged run_unprivileged.sh test_network_allowlist 300 unprivileged
+                    "[allowlist]")
+set_tests_properties(test_network_allowlist_unprivileged PROPERTIES
+  FIXTURES_REQUIRED bashexec_remote_host COST 40
+  ENVIRONMENT "BASHEXEC_REMOTE_HOST=${remote_host_prefix}.2;BASHEXEC_REMOTE_HOST_RANGE=${remote_host_prefix}.0/24;BASHEXEC_REMOTE_HOST_LOG=/var/tmp/bashexec-remote-${remote_host_name}/requests.log")
 # Landlock's fallback where user namespaces are refused (a few seconds).
 bashexec_rerun_test(test_hardening_userns_refused run_userns_refused.sh test_hardening 120 unprivileged
                     "[.userns-refused]")

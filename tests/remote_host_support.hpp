@@ -2,9 +2,19 @@
 // themselves — a network namespace joined to the host's by a veth pair, with
 // real HTTP servers in it (port 80, and 443 for CONNECT tunnels) — so that no
 // test ever sends traffic to an address outside the namespaces it made. Each
-// server appends the request line of every request it serves to a log, so a
-// test can prove that a bypass attempt never arrived. Needs root (ip netns,
-// a veth pair); `remote_host::unavailable()` says why not otherwise.
+// server appends a line per request it serves to a log (its request line and
+// Host header), so a test can prove that a bypass attempt never arrived and
+// what a tunnel carried. tests/remote_host.sh builds and removes the host.
+//
+// Two ways to have one:
+//   - as root, each `remote_host` builds a host of its own and removes it;
+//   - with BASHEXEC_REMOTE_HOST=<address> (and BASHEXEC_REMOTE_HOST_RANGE,
+//     BASHEXEC_REMOTE_HOST_LOG) set, it uses that host, built beforehand by
+//     root (the CTest fixture of the unprivileged rerun, tests/extra_tests.cmake),
+//     and leaves it standing. No privilege is needed then: the proxy reaches
+//     the host over the veth pair like any address, and the log is
+//     world-readable.
+// `remote_host::unavailable()` says why neither can be had.
 #pragma once
 
 #include <chrono>
@@ -23,82 +33,92 @@
 
 #include <catch2/catch.hpp>
 
+#ifndef BASHEXEC_REMOTE_HOST_SCRIPT
+#error "BASHEXEC_REMOTE_HOST_SCRIPT (the path of tests/remote_host.sh) is set by tests/extra_tests.cmake"
+#endif
+
 namespace test_support {
 
 class remote_host {
  public:
-  /// Why no remote host can be built here; empty when it can.
+  /// Why no remote host can be had here; empty when it can.
   static std::optional<std::string> unavailable() {
-    if (::geteuid() != 0) return "the remote host needs root (a network namespace and a veth pair)";
+    if (given("BASHEXEC_REMOTE_HOST")) return std::nullopt;
+    if (::geteuid() != 0)
+      return "the remote host needs root (a network namespace and a veth pair); BASHEXEC_REMOTE_HOST names none "
+             "built beforehand";
     if (::access("/usr/sbin/ip", X_OK) != 0) return "iproute2's ip is not installed";
     if (::access("/usr/bin/python3", X_OK) != 0) return "/usr/bin/python3 (the remote host's servers) is missing";
     return std::nullopt;
   }
 
   remote_host() {
-    const long id = static_cast<long>(::getpid());
-    subnet_ = std::to_string(20 + id % 200);
-    namespace_ = "bxrh" + std::to_string(id);
-    host_end_ = "bxh" + std::to_string(id);
-    remote_end_ = "bxr" + std::to_string(id);
-    dir_ = std::filesystem::temp_directory_path() / ("bashexec-remote-" + std::to_string(id));
-    std::filesystem::create_directories(dir_ / "www");
-    std::ofstream(dir_ / "www" / "hello.txt") << "hello from the remote host\n";
-    std::ofstream(dir_ / "server.py") << server_script;
-    run("ip netns add " + namespace_ + " && ip link add " + host_end_ + " type veth peer name " + remote_end_ +
-        " && ip link set " + remote_end_ + " netns " + namespace_ + " && ip addr add " + prefix() + "1/24 dev " +
-        host_end_ + " && ip link set " + host_end_ + " up && ip -n " + namespace_ + " addr add " + prefix() +
-        "2/24 dev " + remote_end_ + " && ip -n " + namespace_ + " link set " + remote_end_ + " up && ip -n " +
-        namespace_ + " link set lo up");
-    for (const char* port : {"80", "443"})
-      run("ip netns exec " + namespace_ + " /usr/bin/python3 " + (dir_ / "server.py").string() + " " + address() +
-          " " + port + " " + (dir_ / "www").string() + " " + (dir_ / "requests.log").string() + " " +
-          (dir_ / (std::string("pid.") + port)).string() + " </dev/null >/dev/null 2>&1 &");
-    for (int port : {80, 443}) REQUIRE(wait_listening(port));
+    if (auto existing = given("BASHEXEC_REMOTE_HOST")) {
+      address_ = *existing;
+      auto range = given("BASHEXEC_REMOTE_HOST_RANGE");
+      auto log = given("BASHEXEC_REMOTE_HOST_LOG");
+      if (!range || !log) FAIL("BASHEXEC_REMOTE_HOST needs BASHEXEC_REMOTE_HOST_RANGE and BASHEXEC_REMOTE_HOST_LOG");
+      range_ = *range;
+      log_ = *log;
+    } else {
+      const long id = static_cast<long>(::getpid());
+      const std::string prefix = "10.203." + std::to_string(20 + id % 200);
+      name_ = "bxrh" + std::to_string(id);
+      address_ = prefix + ".2";
+      range_ = prefix + ".0/24";
+      log_ = "/var/tmp/bashexec-remote-" + name_ + "/requests.log";
+      const std::string setup = "sh " BASHEXEC_REMOTE_HOST_SCRIPT " setup " + name_ + " " + prefix;
+      INFO(setup);
+      REQUIRE(std::system(setup.c_str()) == 0);
+    }
+    for (int port : {80, 443}) {
+      INFO("the remote host " << address_ << " answers on port " << port);
+      REQUIRE(wait_listening(port));
+    }
+    std::error_code missing;
+    log_start_ = std::filesystem::file_size(log_, missing);
+    INFO("the remote host's log " << log_);
+    REQUIRE(!missing);
   }
 
   remote_host(const remote_host&) = delete;
   remote_host& operator=(const remote_host&) = delete;
 
   ~remote_host() {
-    std::system(("for f in " + dir_.string() + "/pid.*; do kill \"$(cat \"$f\")\" 2>/dev/null; done; ip link del " +
-                 host_end_ + " 2>/dev/null; ip netns del " + namespace_ + " 2>/dev/null")
-                    .c_str());
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    if (!name_.empty()) std::system(("sh " BASHEXEC_REMOTE_HOST_SCRIPT " teardown " + name_).c_str());
   }
 
   /// The remote host's address on the veth pair.
-  std::string address() const { return prefix() + "2"; }
-  /// Its /24, for `allowed_ranges`.
-  std::string range() const { return prefix() + "0/24"; }
+  const std::string& address() const { return address_; }
+  /// Its range, for `allowed_ranges`.
+  const std::string& range() const { return range_; }
 
-  /// Every request line the servers have seen, one per line.
+  /// The request line of every request the servers have seen since this
+  /// object was made, one per line: "<port> <request line>".
   std::string requests() const {
-    std::ifstream in(dir_ / "requests.log");
+    std::istringstream lines(log_since_start());
+    std::string line, text;
+    while (std::getline(lines, line)) text += line.substr(0, line.rfind(" | Host: ")) + "\n";
+    return text;
+  }
+
+  /// The same with each request's Host header: "<port> <request line> | Host: <host>".
+  std::string requests_with_hosts() const { return log_since_start(); }
+
+ private:
+  static std::optional<std::string> given(const char* variable) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    return std::string(value);
+  }
+
+  // A shared host's log holds the earlier cases' requests too.
+  std::string log_since_start() const {
+    std::ifstream in(log_);
+    in.seekg(static_cast<std::streamoff>(log_start_));
     std::stringstream text;
     text << in.rdbuf();
     return text.str();
-  }
-
- private:
-  static constexpr const char* server_script = R"(import sys, http.server, functools, os
-address, port, root, log, pidfile = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-class Handler(http.server.SimpleHTTPRequestHandler):
-    def log_request(self, code='-', size='-'):
-        with open(log, 'a') as f:
-            f.write(f'{port} {self.requestline}\n')
-server = http.server.ThreadingHTTPServer((address, port), functools.partial(Handler, directory=root))
-with open(pidfile, 'w') as f:
-    f.write(str(os.getpid()))
-server.serve_forever()
-)";
-
-  std::string prefix() const { return "10.203." + subnet_ + "."; }
-
-  static void run(const std::string& command) {
-    INFO(command);
-    REQUIRE(std::system(command.c_str()) == 0);
   }
 
   bool wait_listening(int port) const {
@@ -107,7 +127,7 @@ server.serve_forever()
       sockaddr_in target{};
       target.sin_family = AF_INET;
       target.sin_port = htons(static_cast<std::uint16_t>(port));
-      ::inet_pton(AF_INET, address().c_str(), &target.sin_addr);
+      ::inet_pton(AF_INET, address_.c_str(), &target.sin_addr);
       const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0;
       ::close(fd);
       if (up) return true;
@@ -116,8 +136,10 @@ server.serve_forever()
     return false;
   }
 
-  std::string subnet_, namespace_, host_end_, remote_end_;
-  std::filesystem::path dir_;
+  std::string name_;  // empty: a host built beforehand, not ours to remove
+  std::string address_, range_;
+  std::filesystem::path log_;
+  std::uintmax_t log_start_ = 0;
 };
 
 }  // namespace test_support
