@@ -21,6 +21,8 @@
 #include <bashexec/confinement/landlock.hpp>
 #include <bashexec/network/egress_proxy.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
+#include <bashexec/server/mcp_protocol.hpp>
+#include <bashexec/session/session_log.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 
 #include "executor_test_support.hpp"
@@ -187,4 +189,63 @@ TEMPLATE_TEST_CASE("network escalation: rejected, cancelled and unavailable run 
   CHECK(unanswered.text ==
         "running this command with network access to pypi.org needs a person's approval, but nobody can approve "
         "requests in this session; the command did not run");
+}
+
+TEMPLATE_TEST_CASE("network escalation: allowed-for-session grants the names to every later call of the session, "
+                   "durably, and to no other session",
+                   "[tools][network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  workspace ws;
+  TestType exec(escalation_config(ws));
+  bash_tools tools(exec);
+  const auto log_file = ws.dir.path() / "logs" / "s1.jsonl";
+  {
+    session_log log(log_file);
+    recording_approver approver;
+    approver.answer = approval_outcome::allowed_for_session;
+    call_context context = session_with(approver);
+    context.log = &log;
+    context.grant_log = &log;
+    const tool_result granted = tools.call("bash", asking(fetch("http://pypi.org/"), {"pypi.org"}), context);
+    CHECK(granted.text == "403\n[network: blocked pypi.org:80 (private address)]");
+    CHECK(session_network_grants(log) == std::vector<std::string>{"pypi.org"});
+    const tool_result later = tools.call("bash", fetch("http://pypi.org/"), context);
+    CHECK(later.text == "403\n[network: blocked pypi.org:80 (private address)]");
+    CHECK(approver.asked.size() == 1);  // the later call asked nobody
+  }
+  // Replayed from the file after a restart: still granted.
+  session_log reopened(log_file);
+  recording_approver none;
+  call_context context = session_with(none);
+  context.log = &reopened;
+  CHECK(tools.call("bash", fetch("http://pypi.org/"), context).text ==
+        "403\n[network: blocked pypi.org:80 (private address)]");
+  // Another session, with a log of its own, is not.
+  session_log other;
+  context.log = &other;
+  CHECK(tools.call("bash", fetch("http://pypi.org/"), context).text ==
+        "403\n[network: blocked pypi.org:80 (not in allowed domains)]");
+  // Only grant_network_for_session writes the event, and it checks the names.
+  CHECK_THROWS_WITH(other.append("network-grant", {{"domains", {"x.test"}}}),
+                    Catch::Contains("grant_network_for_session"));
+  CHECK_THROWS_AS(grant_network_for_session(other, {"not a name"}), std::invalid_argument);
+  CHECK(session_network_grants(other).empty());
+}
+
+TEST_CASE("network escalation: an MCP answer with remember is allowed-for-session, only a network form offers it",
+          "[tools][network][mcp]") {
+  approval_request files;
+  files.current_mode = sandbox_mode::read_only;
+  files.requested_mode = sandbox_mode::workspace_write;
+  CHECK_FALSE(server::mcp::approval_form(files)["properties"].contains("remember"));
+  approval_request names = files;
+  names.requested_mode = sandbox_mode::read_only;
+  names.requested_domains = {"pypi.org"};
+  CHECK(server::mcp::approval_form(names)["properties"].contains("remember"));
+  auto answer = [](json content) { return json{{"result", {{"action", "accept"}, {"content", std::move(content)}}}}; };
+  CHECK(server::mcp::approval_from(answer({{"approve", true}, {"remember", true}})) ==
+        approval_outcome::allowed_for_session);
+  CHECK(server::mcp::approval_from(answer({{"approve", true}})) == approval_outcome::allowed_once);
+  CHECK(server::mcp::approval_from(answer({{"approve", false}, {"remember", true}})) == approval_outcome::rejected);
+  CHECK(parse_approval_outcome("allowed-for-session") == approval_outcome::allowed_for_session);
 }

@@ -55,6 +55,7 @@ class call_runner {
     if (call.session) context.session = owner_token(*call.session);
     context.cwd = workdir_;
     context.log = call.log.get();
+    context.grant_log = call.log.get();
     context.stop = stop;
     context.progress = call.progress;
     if (policy_ == approval_policy::always)

@@ -126,7 +126,7 @@ inline nlohmann::json annotations(std::string_view tool) {
 /// The elicitation form for one escalation: a single boolean. `accept` with
 /// `approve: true` is the only answer that runs the command.
 inline nlohmann::json approval_form(const approval_request& request) {
-  return {{"type", "object"},
+  nlohmann::json form = {{"type", "object"},
           {"properties",
            {{"approve",
              {{"type", "boolean"},
@@ -140,11 +140,21 @@ inline nlohmann::json approval_form(const approval_request& request) {
                                     "are sandboxed as before."},
               {"default", false}}}}},
           {"required", {"approve"}}};
+  // A network escalation may also be granted for the rest of the session.
+  if (!request.requested_domains.empty())
+    form["properties"]["remember"] = {
+        {"type", "boolean"},
+        {"title", "Also allow these names for the rest of this session"},
+        {"description", "Recorded in the session's log; later commands of this session may reach them without "
+                        "asking."},
+        {"default", false}};
+  return form;
 }
 
 /// The four approval outcomes from an `elicitation/create` answer (the
 /// ElicitResult of 2025-06-18 and 2025-11-25): accept with `approve: true`
-/// is allowed-once, accept without it and decline are rejected, cancel is
+/// is allowed-once (allowed-for-session with `remember: true` too, which
+/// only a network escalation's form offers), accept without it and decline are rejected, cancel is
 /// cancelled; an error or an answer of another shape is unavailable.
 inline approval_outcome approval_from(const nlohmann::json& message) {
   const auto result = message.find("result");
@@ -156,8 +166,11 @@ inline approval_outcome approval_from(const nlohmann::json& message) {
     const auto content = result->find("content");
     if (content != result->end() && content->is_object()) {
       const auto approve = content->find("approve");
-      if (approve != content->end() && approve->is_boolean() && approve->get<bool>())
-        return approval_outcome::allowed_once;
+      if (approve != content->end() && approve->is_boolean() && approve->get<bool>()) {
+        const auto remember = content->find("remember");
+        const bool for_session = remember != content->end() && remember->is_boolean() && remember->get<bool>();
+        return for_session ? approval_outcome::allowed_for_session : approval_outcome::allowed_once;
+      }
     }
     return approval_outcome::rejected;
   }

@@ -252,11 +252,10 @@ class request_handler {
       return response(std::move(id), "approve needs the numeric \"approval\" id of the question", true);
     std::optional<approval_outcome> outcome;
     if (outcome_field != request.end() && outcome_field->is_string())
-      for (auto candidate : {approval_outcome::allowed_once, approval_outcome::rejected, approval_outcome::cancelled,
-                             approval_outcome::unavailable})
-        if (to_string(candidate) == outcome_field->get<std::string>()) outcome = candidate;
+      outcome = parse_approval_outcome(outcome_field->get<std::string>());
     if (!outcome)
-      return response(std::move(id), "\"outcome\" must be allowed-once, rejected, cancelled or unavailable", true);
+      return response(std::move(id),
+                      "\"outcome\" must be allowed-once, allowed-for-session, rejected, cancelled or unavailable", true);
     if (!approvals_.answer(number->get<std::uint64_t>(), *outcome))
       return response(std::move(id), fmt::format("no approval question {} is waiting", number->dump()), true);
     return response(std::move(id), fmt::format("approval {} answered {}", number->dump(), to_string(*outcome)),

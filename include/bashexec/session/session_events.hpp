@@ -1,6 +1,7 @@
 // session/session_events: the pure half of a session's log — the typed
 // events, their JSON form, the replay fold over a log file's bytes and the
-// sandbox-mode override folded from the events (docs/contract.md item 18).
+// sandbox-mode override and the network grants folded from the events
+// (docs/contract.md item 18; docs/network.md).
 // No I/O here: session/session_log.hpp makes the events durable, and the
 // fold's outcome (events, a torn tail to drop, a newline to restore) is what
 // it applies to the file.
@@ -19,6 +20,7 @@
 // without building the value.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -32,6 +34,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/detail/text/domain_name.hpp"
 #include "bashexec/sandbox_mode.hpp"
 
 namespace bashexec {
@@ -42,6 +45,14 @@ struct sandbox_mode_event {
   friend bool operator==(const sandbox_mode_event&, const sandbox_mode_event&) = default;
 };
 
+/// Names the session may reach besides the executor's allowed domains, from
+/// an `allowed-for-session` answer to a network escalation (the
+/// `network-grant` event). Canonical names or `*.` wildcards.
+struct network_grant_event {
+  std::vector<std::string> domains;
+  friend bool operator==(const network_grant_event&, const network_grant_event&) = default;
+};
+
 /// An event of a type bashexec does not interpret, kept verbatim: `body` is
 /// the whole JSON object, `type` its "type" field.
 struct opaque_event {
@@ -50,7 +61,7 @@ struct opaque_event {
   friend bool operator==(const opaque_event&, const opaque_event&) = default;
 };
 
-using session_event = std::variant<sandbox_mode_event, opaque_event>;
+using session_event = std::variant<sandbox_mode_event, network_grant_event, opaque_event>;
 
 /// A log file that cannot be read, replayed or appended to.
 class session_log_error : public std::runtime_error {
@@ -59,6 +70,7 @@ class session_log_error : public std::runtime_error {
 };
 
 inline constexpr std::string_view sandbox_mode_event_type = "sandbox-mode";
+inline constexpr std::string_view network_grant_event_type = "network-grant";
 
 /// The deepest nesting of arrays and objects an event may have (the event
 /// object itself is level 1).
@@ -131,6 +143,8 @@ inline bool json_value_too_deep(const nlohmann::json& value, std::size_t limit) 
 inline nlohmann::json event_to_json(const session_event& event) {
   if (const auto* mode = std::get_if<sandbox_mode_event>(&event))
     return {{"type", sandbox_mode_event_type}, {"mode", to_string(mode->mode)}};
+  if (const auto* grant = std::get_if<network_grant_event>(&event))
+    return {{"type", network_grant_event_type}, {"domains", grant->domains}};
   const auto& opaque = std::get<opaque_event>(event);
   nlohmann::json body = opaque.body.is_object() ? opaque.body : nlohmann::json::object();
   body["type"] = opaque.type;
@@ -143,6 +157,18 @@ inline session_event event_from_json(const nlohmann::json& line) {
   const auto type = line.find("type");
   if (type == line.end() || !type->is_string()) throw std::invalid_argument("missing the string field \"type\"");
   const auto& name = type->get_ref<const std::string&>();
+  if (name == network_grant_event_type) {
+    const auto domains = line.find("domains");
+    if (domains == line.end() || !domains->is_array() || domains->empty())
+      throw std::invalid_argument("network-grant event without the array field \"domains\"");
+    network_grant_event grant;
+    for (const auto& domain : *domains) {
+      if (!domain.is_string() || !network::domain_pattern::parse(domain.get_ref<const std::string&>()))
+        throw std::invalid_argument("network-grant event with an entry that is not a domain name or *.wildcard");
+      grant.domains.push_back(domain.get<std::string>());
+    }
+    return grant;
+  }
   if (name != sandbox_mode_event_type) return opaque_event{name, line};
   const auto mode = line.find("mode");
   if (mode == line.end() || !mode->is_string())
@@ -163,6 +189,17 @@ inline std::optional<sandbox_mode> effective_sandbox_mode(std::span<const sessio
   for (const auto& event : events)
     if (const auto* set = std::get_if<sandbox_mode_event>(&event)) mode = set->mode;
   return mode;
+}
+
+/// The names granted to the session for good, in the order first granted,
+/// each once. A pure fold.
+inline std::vector<std::string> session_network_grants(std::span<const session_event> events) {
+  std::vector<std::string> granted;
+  for (const auto& event : events)
+    if (const auto* grant = std::get_if<network_grant_event>(&event))
+      for (const auto& domain : grant->domains)
+        if (std::find(granted.begin(), granted.end(), domain) == granted.end()) granted.push_back(domain);
+  return granted;
 }
 
 /// A final line a crashed writer left half-written: `offset` is where it

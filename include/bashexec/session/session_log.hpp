@@ -67,6 +67,7 @@ struct session_log_options {
 
 class session_log;
 void set_sandbox_mode(session_log& log, sandbox_mode mode);
+void grant_network_for_session(session_log& log, std::vector<std::string> domains);
 
 /// One session's event log. Default-constructed it lives in memory only;
 /// constructed over a file it replays that file and makes every append
@@ -99,6 +100,8 @@ class session_log {
   void append(std::string_view type, nlohmann::json body = nlohmann::json::object()) {
     if (type == sandbox_mode_event_type)
       throw std::invalid_argument("sandbox-mode events are written only by set_sandbox_mode");
+    if (type == network_grant_event_type)
+      throw std::invalid_argument("network-grant events are written only by grant_network_for_session");
     if (type.empty()) throw std::invalid_argument("event type must not be empty");
     if (!body.is_object()) throw std::invalid_argument("event body must be a JSON object");
     if (detail::json_value_too_deep(body, session_log_max_depth))
@@ -109,6 +112,7 @@ class session_log {
 
  private:
   friend void set_sandbox_mode(session_log& log, sandbox_mode mode);
+  friend void grant_network_for_session(session_log& log, std::vector<std::string> domains);
 
   std::string where() const { return file_ ? file_->string() : std::string("(memory)"); }
 
@@ -221,6 +225,24 @@ class session_log {
 /// Sets the session's sandbox-mode override — the only way to write one.
 /// Durable before it returns when the log has a file.
 inline void set_sandbox_mode(session_log& log, sandbox_mode mode) { log.append_event(sandbox_mode_event{mode}); }
+
+/// Grants the session `domains` (validated names or `*.` wildcards) besides
+/// the executor's allowed domains, for every later call — the only way to
+/// write a `network-grant` event. Durable before it returns when the log has
+/// a file. Throws std::invalid_argument for an empty list or a bad name.
+inline void grant_network_for_session(session_log& log, std::vector<std::string> domains) {
+  if (domains.empty()) throw std::invalid_argument("grant_network_for_session: no domains to grant");
+  for (const auto& domain : domains)
+    if (!network::domain_pattern::parse(domain))
+      throw std::invalid_argument(fmt::format("grant_network_for_session: \"{}\" is not a domain name", domain));
+  log.append_event(network_grant_event{std::move(domains)});
+}
+
+/// The names granted to `log`'s session (see `session_network_grants(events)`).
+inline std::vector<std::string> session_network_grants(const session_log& log) {
+  const auto events = log.events();
+  return session_network_grants(std::span<const session_event>(events));
+}
 
 /// The override of `log`'s session (see `effective_sandbox_mode(events)`).
 inline std::optional<sandbox_mode> effective_sandbox_mode(const session_log& log) {

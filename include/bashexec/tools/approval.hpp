@@ -26,14 +26,24 @@ enum class approval_outcome {
   cancelled,
   /// Nobody can answer now (headless run, approval service down).
   unavailable,
+  /// As allowed_once, and the network names asked for are the session's from
+  /// now on (a `network-grant` event in its log, durable). For a request that
+  /// asks for no names it is allowed_once: a session's mode changes only
+  /// through its log's `sandbox-mode` event (set_mode), never by an answer.
+  allowed_for_session,
 };
 
 template <>
 struct detail::enum_names<approval_outcome> {
-  static constexpr enum_table<approval_outcome, 4> table{{{approval_outcome::allowed_once, "allowed-once"},
+  static constexpr enum_table<approval_outcome, 5> table{{{approval_outcome::allowed_once, "allowed-once"},
       {approval_outcome::rejected, "rejected"}, {approval_outcome::cancelled, "cancelled"},
-      {approval_outcome::unavailable, "unavailable"}}};
+      {approval_outcome::unavailable, "unavailable"}, {approval_outcome::allowed_for_session, "allowed-for-session"}}};
 };
+
+/// Parses the spelling `to_string` produces; anything else is empty.
+constexpr std::optional<approval_outcome> parse_approval_outcome(std::string_view text) noexcept {
+  return detail::value_named(detail::enum_names<approval_outcome>::table, text);
+}
 
 /// One escalation request, as the model made it.
 struct approval_request {

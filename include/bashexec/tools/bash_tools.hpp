@@ -23,6 +23,7 @@
 //   on_task_done(listener) -> RAII subscription          // listener(const task_snapshot&)
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <exception>
 #include <filesystem>
@@ -82,8 +83,13 @@ struct call_context {
   /// The session's working directory: the default `workdir`, and the base a
   /// relative one resolves against. Empty: the executor's default.
   std::filesystem::path cwd;
-  /// The session's log, holding its sandbox-mode override; may be null.
+  /// The session's log, holding its sandbox-mode override and its network
+  /// grants; may be null.
   const session_log* log = nullptr;
+  /// The same log, writable: where an `allowed-for-session` answer to a
+  /// network escalation records its names. Null: such an answer grants that
+  /// one call only (as allowed-once).
+  session_log* grant_log = nullptr;
   /// Asked before a call runs under a wider mode; empty: nobody can approve.
   approval_callback approve;
   /// Aborts a foreground run (the run is then an error result); a
@@ -255,7 +261,13 @@ class bash_tools {
     }
     if (bash.background) request.owner = context.session;
     request.mode = wider && wider->mode ? wider->mode : session_mode;
-    if (wider) request.network_grants = wider->domains;
+    // Names granted to the session for good, then those this call asks for.
+    if (network_escalation_advertised() && context.log) request.network_grants = session_network_grants(*context.log);
+    if (wider)
+      for (const auto& domain : wider->domains)
+        if (std::find(request.network_grants.begin(), request.network_grants.end(), domain) ==
+            request.network_grants.end())
+          request.network_grants.push_back(domain);
 
     exec_spec spec;
     try {
@@ -266,11 +278,20 @@ class bash_tools {
 
     // The request is checked before anyone is asked to approve it.
     if (wider) {
-      if (auto refusal = ask_approval(context.approve,
-                                      approval_request{context.session, bash.command, bash.description,
-                                                       *session_mode, wider->mode.value_or(*session_mode),
-                                                       wider->justification, wider->domains}))
-        return error(std::move(*refusal));
+      approval_decision decision =
+          decide_approval(context.approve, approval_request{context.session, bash.command, bash.description,
+                                                            *session_mode, wider->mode.value_or(*session_mode),
+                                                            wider->justification, wider->domains});
+      if (decision.refusal) return error(std::move(*decision.refusal));
+      if (decision.for_session && context.grant_log) {
+        try {
+          grant_network_for_session(*context.grant_log, wider->domains);
+        } catch (const std::exception& e) {
+          return error(fmt::format("the names were approved for the session, but the session log could not record "
+                                   "them ({}); the command did not run",
+                                   to_valid_utf8(e.what())));
+        }
+      }
     }
 
     try {

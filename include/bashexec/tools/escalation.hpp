@@ -118,17 +118,23 @@ inline std::optional<std::string> not_wider_refusal(const escalation& wider, san
       *wider.mode, current);
 }
 
-/// Asks `approve` (empty: nobody can approve) whether `request` may run;
-/// empty when it may, otherwise the refusal the model is shown. A request
-/// too long to show in full (`approval_text`) is refused before anyone is
-/// asked. An approver that throws counts as `unavailable`.
-inline std::optional<std::string> ask_approval(const approval_callback& approve, const approval_request& request) {
+/// What an approval decided: the refusal the model is shown (empty when the
+/// call may run), and whether the names asked for are the session's now.
+struct approval_decision {
+  std::optional<std::string> refusal;
+  bool for_session = false;
+};
+
+/// Asks `approve` (empty: nobody can approve) whether `request` may run. A
+/// request too long to show in full (`approval_text`) is refused before
+/// anyone is asked. An approver that throws counts as `unavailable`.
+inline approval_decision decide_approval(const approval_callback& approve, const approval_request& request) {
   if (!approve)
-    return fmt::format(
+    return {fmt::format(
         "running this command {} needs a person's approval, but nobody can approve requests in this "
         "session; the command did not run",
-        requested_widening(request));
-  if (!approval_text(request)) return approval_too_long_refusal(request);
+        requested_widening(request))};
+  if (!approval_text(request)) return {approval_too_long_refusal(request)};
   approval_outcome outcome = approval_outcome::unavailable;
   try {
     outcome = approve(request);
@@ -136,17 +142,23 @@ inline std::optional<std::string> ask_approval(const approval_callback& approve,
     outcome = approval_outcome::unavailable;
   }
   switch (outcome) {
-    case approval_outcome::allowed_once: return std::nullopt;
+    case approval_outcome::allowed_once: return {};
+    case approval_outcome::allowed_for_session: return {std::nullopt, !request.requested_domains.empty()};
     case approval_outcome::rejected:
-      return fmt::format(
+      return {fmt::format(
           "the request to run this command {} was rejected; the command did not run. Do not try to get "
           "around the sandbox; continue within the current mode or ask the user how to proceed.",
-          requested_widening(request));
+          requested_widening(request))};
     case approval_outcome::cancelled:
-      return std::string("the approval request was cancelled before anyone answered; the command did not run");
+      return {std::string("the approval request was cancelled before anyone answered; the command did not run")};
     case approval_outcome::unavailable: break;
   }
-  return std::string("approval is unavailable right now; the command did not run");
+  return {std::string("approval is unavailable right now; the command did not run")};
+}
+
+/// `decide_approval`'s refusal alone: empty when the call may run.
+inline std::optional<std::string> ask_approval(const approval_callback& approve, const approval_request& request) {
+  return decide_approval(approve, request).refusal;
 }
 
 }  // namespace bashexec
