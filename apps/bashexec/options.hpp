@@ -120,6 +120,9 @@ Unprompted lines: {"notice": "...", "session": "s1"} when a background task
 settles, and {"approval": {...}} questions under --approve ask, whose "text"
 is what to show the person: the whole command, every line numbered, hidden
 characters escaped (a request too long to show is refused, never cut).
+Outcomes: allowed-once, rejected, cancelled, unavailable, and under
+--network allowlist allowed-for-session (the names asked for stay granted to
+the session, recorded in its log).
 Limits per line: 16 MiB, nesting depth 64, 10000 JSON values, session ids
 of at most 80 bytes; a line over a limit gets an error response (with its
 "id" whenever it can be read) and the server keeps serving.
