@@ -14,6 +14,8 @@
 #include <set>
 #include <string>
 
+#include <sys/resource.h>
+
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
@@ -58,6 +60,19 @@ exec_request command(std::string text) {
   request.command = std::move(text);
   request.timeout = std::chrono::seconds(30);
   return request;
+}
+
+/// A command that may write the workspace (its flag files).
+exec_request writing(std::string text) {
+  exec_request request = command(std::move(text));
+  request.mode = sandbox_mode::workspace_write;
+  return request;
+}
+
+/// Bash that waits (at most 20 s) for `flag` in the workspace: two commands
+/// of one executor meet there.
+std::string await_flag(const std::string& flag) {
+  return "for i in $(seq 400); do [ -e " + flag + " ] && break; sleep 0.05; done; ";
 }
 
 template <class Executor>
@@ -229,6 +244,201 @@ TEMPLATE_TEST_CASE("allowlist: a background task carries its report, growing whi
   REQUIRE(done.network->attempts.size() == 2);
   CHECK(done.network->attempts[0].decision == network_decision::allowed);
   CHECK(done.network->attempts[1].reason == network_block_reason::not_allowed);
+}
+
+TEMPLATE_TEST_CASE("allowlist: a request whose Host header names another host than its URL is refused as a bad "
+                   "request",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  // curl's own absolute-form request with another Host; then a raw one whose
+  // Host names the right host on another port.
+  const run_result result = run(exec, command(
+      "curl -sS --max-time 10 -o /dev/null -w '%{http_code}\\n' -H 'Host: other.test' http://files.test/hello.txt; "
+      "exec 3<>/dev/tcp/127.0.0.1/3128; "
+      "printf 'GET http://www.allowed.test/hello.txt HTTP/1.1\\r\\nHost: www.allowed.test:8080\\r\\n\\r\\n' >&3; "
+      "head -n1 <&3 | tr -d '\\r'"));
+  INFO(result.err.text);
+  CHECK(result.out.text == "403\nHTTP/1.1 403 Forbidden\n");
+  REQUIRE(result.network);
+  REQUIRE(result.network->attempts.size() == 2);
+  CHECK(result.network->attempts[0].host == "files.test");
+  CHECK(result.network->attempts[1].host == "www.allowed.test");
+  for (const auto& attempt : result.network->attempts) {
+    CHECK(attempt.method == "GET");
+    CHECK(attempt.port == 80);
+    CHECK(attempt.decision == network_decision::blocked);
+    CHECK(attempt.reason == network_block_reason::bad_request);
+    CHECK(attempt.address.empty());
+  }
+  CHECK(network_marker(*result.network) ==
+        "[network: blocked files.test:80 (bad request), www.allowed.test:80 (bad request)]");
+  CHECK(remote.requests().empty());
+}
+
+// The proxy judges a tunnel by its CONNECT target only; what travels inside
+// is the client's business (no TLS interception, docs/network.md). So HTTP
+// for another host inside a tunnel to an allowed name arrives: the remote
+// host's log shows the inner request's Host, the report only the CONNECT.
+TEMPLATE_TEST_CASE("allowlist: a CONNECT tunnel to an allowed name is opaque: HTTP for another host inside it is "
+                   "carried",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  const run_result result = run(exec, command(
+      "exec 3<>/dev/tcp/127.0.0.1/3128; "
+      "printf 'CONNECT files.test:443 HTTP/1.1\\r\\nHost: files.test:443\\r\\n\\r\\n' >&3; "
+      "while IFS= read -r line <&3; do case $line in $'\\r' | '') break ;; esac; echo \"proxy: $line\"; done; "
+      "printf 'GET /hello.txt HTTP/1.1\\r\\nHost: other.test\\r\\nConnection: close\\r\\n\\r\\n' >&3; "
+      "cat <&3"));
+  INFO(result.err.text);
+  CHECK_THAT(result.out.text, Catch::StartsWith("proxy: HTTP/1.1 200"));
+  CHECK_THAT(result.out.text, Catch::Contains("HTTP/1.0 200 OK") && Catch::EndsWith("\r\n\r\nhello from the remote host\n"));
+  REQUIRE(result.network);
+  REQUIRE(result.network->attempts.size() == 1);
+  const network_attempt& tunnel = result.network->attempts[0];
+  CHECK(tunnel.method == "CONNECT");
+  CHECK(tunnel.host == "files.test");
+  CHECK(tunnel.port == 443);
+  CHECK(tunnel.decision == network_decision::allowed);
+  CHECK(tunnel.address == remote.address());
+  CHECK(tunnel.bytes_up > 0);
+  CHECK(tunnel.bytes_down > 0);
+  CHECK(remote.requests_with_hosts() == "443 GET /hello.txt HTTP/1.1 | Host: other.test\n");
+}
+
+TEMPLATE_TEST_CASE("allowlist: a 100 MiB request header is answered 431 (limit) after max_header_bytes, and another "
+                   "command of the executor is served during and after",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  executor_config config = allowlist_config(remote, ws);
+  config.sandbox.egress.limits.max_header_bytes = 8192;
+  TestType exec(config);
+  // The writer runs beside the reader: the answer comes after 8 KiB, and the
+  // proxy closes once it has drained at most 1 MiB more, cutting the writer off.
+  exec_request huge = command(
+      "exec 3<>/dev/tcp/127.0.0.1/3128; "
+      "{ printf 'GET http://files.test/hello.txt HTTP/1.1\\r\\nHost: files.test\\r\\nX-Big: '; "
+      "head -c 104857600 /dev/zero | tr '\\0' a; printf '\\r\\n\\r\\n'; } >&3 2>/dev/null & "
+      "writer=$!; head -n1 <&3 | tr -d '\\r'; " +
+      await_flag("go-on") + "wait $writer && echo 'writer sent it all' || echo 'writer cut off'");
+  huge.timeout = std::chrono::seconds(60);
+  const task_id id = exec.start(exec.resolve(huge));
+  const run_result during = run(exec, writing("curl -fsS --max-time 10 http://files.test/hello.txt && touch go-on"));
+  CHECK(during.out.text == "hello from the remote host\n");
+  const task_snapshot done = exec.wait(id);
+  const task_read output = exec.read_output(id);
+  INFO(output.delta);
+  CHECK(done.exit_code == 0);
+  CHECK(output.delta == "HTTP/1.1 431 Request Header Fields Too Large\nwriter cut off\n");
+  REQUIRE(done.network);
+  REQUIRE(done.network->attempts.size() == 1);
+  const network_attempt& refused = done.network->attempts[0];
+  CHECK(refused.host.empty());  // the header was never read whole: no host to name
+  CHECK(refused.decision == network_decision::blocked);
+  CHECK(refused.reason == network_block_reason::limit);
+  CHECK_THAT(network_marker(*done.network), Catch::Contains("a request (limit reached)"));
+  const run_result after = run(exec, command("curl -fsS --max-time 10 http://files.test/hello.txt"));
+  CHECK(after.out.text == "hello from the remote host\n");
+  CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n80 GET /hello.txt HTTP/1.1\n");
+}
+
+TEMPLATE_TEST_CASE("allowlist: 10000 connections from one command: the excess is refused (limit), the report stays "
+                   "bounded, and another command of the executor still reaches files.test",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_max != RLIM_INFINITY && files.rlim_max < 10100) {
+    WARN("skipped: RLIMIT_NOFILE's hard limit " << files.rlim_max << " is below the 10100 the command needs");
+    return;
+  }
+  remote_host remote;
+  workspace ws;
+  executor_config config = allowlist_config(remote, ws);
+  config.sandbox.egress.limits.max_connections = 4;
+  config.sandbox.egress.limits.max_attempts_recorded = 32;
+  TestType exec(config);
+  // Connections 1-4 are served (they stay silent), 5-8 are being refused
+  // (each read for its host: the fifth names files.test and hears why), and
+  // every later one is closed at once, counted with no host. The closing
+  // curl queues behind all of them, so once it is refused every earlier
+  // connection has been accepted and counted.
+  exec_request flood = writing(
+      "ulimit -n 10100 || exit 90; fds=(); "
+      "open() { exec {fd}<>/dev/tcp/127.0.0.1/3128 && fds+=($fd); }; "
+      "for i in 1 2 3 4 5 6 7 8; do open; done; "
+      "printf 'GET http://files.test/hello.txt HTTP/1.1\\r\\nHost: files.test\\r\\n\\r\\n' >&${fds[4]}; "
+      "head -n1 <&${fds[4]} | tr -d '\\r'; "
+      "for ((i = 8; i < 10000; i++)); do open; done 2>/dev/null; echo \"opened ${#fds[@]}\"; "
+      "curl -sS --max-time 10 http://files.test/hello.txt >/dev/null 2>&1 || echo 'curl refused'; "
+      "touch flooded; " + await_flag("go-on"));
+  flood.timeout = std::chrono::seconds(60);
+  const auto started = steady::now();
+  const task_id id = exec.start(exec.resolve(flood));
+  // While the flood holds its connections open.
+  const run_result beside = run(exec, writing(await_flag("flooded") +
+                                              "curl -fsS --max-time 10 http://files.test/hello.txt && touch go-on"));
+  INFO(beside.err.text);
+  CHECK(beside.out.text == "hello from the remote host\n");
+  REQUIRE(beside.network);
+  REQUIRE(beside.network->attempts.size() == 1);
+  CHECK(beside.network->attempts[0].decision == network_decision::allowed);
+  const task_snapshot done = exec.wait(id);
+  const task_read output = exec.read_output(id);
+  INFO(output.delta);
+  INFO("the flood took " << ms_since(started) << " ms");
+  CHECK(done.exit_code == 0);
+  CHECK(output.delta == "HTTP/1.1 403 Forbidden\nopened 10000\ncurl refused\n");
+  REQUIRE(done.network);
+  const network_report& report = *done.network;
+  REQUIRE(report.attempts.size() == 32);
+  CHECK(report.attempts[0].host == "files.test");
+  CHECK(report.attempts[0].reason == network_block_reason::limit);
+  for (const auto& attempt : report.attempts) {
+    CHECK(attempt.decision == network_decision::blocked);
+    CHECK(attempt.reason == network_block_reason::limit);
+    CHECK(attempt.address.empty());
+  }
+  CHECK(report.attempts[1].host.empty());
+  CHECK(report.attempts_dropped > 0);
+  // Every connection but the eight held is counted (the fifth by its
+  // request), and the curl; a refusal slot freed while the flood ran may
+  // hold one more silent connection.
+  CHECK(report.attempts.size() + report.attempts_dropped >= 10000 - 8 + 1 + 1 - 2);
+  CHECK(report.attempts.size() + report.attempts_dropped <= 10000 - 8 + 1 + 1);
+  CHECK_THAT(network_marker(report), Catch::StartsWith("[network: blocked files.test:80 (limit reached)"));
+  CHECK(ms_since(started) < 20000);
+  CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n");
+}
+
+TEMPLATE_TEST_CASE("allowlist: the command's own DNS reaches no resolver; a name reaches the proxy through host_map",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  const run_result result = run(exec, command(
+      "getent hosts files.test; echo \"getent $?\"; curl -fsS --max-time 10 http://files.test/hello.txt"));
+  INFO(result.err.text);
+  CHECK(result.out.text == "getent 2\nhello from the remote host\n");  // 2: not found
+  REQUIRE(result.network);
+  REQUIRE(result.network->attempts.size() == 1);  // the lookup was no attempt: UDP has no way out
+  CHECK(result.network->attempts[0].host == "files.test");
+  CHECK(result.network->attempts[0].decision == network_decision::allowed);
+  CHECK(result.network->attempts[0].address == remote.address());
+  CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n");
 }
 
 TEST_CASE("allowlist fails closed: no gateway, a spawn policy that cannot make the namespace, a warm pool",
