@@ -8,7 +8,9 @@
 // the parts where a hand-written parser would be the bug (request
 // smuggling, chunked framing, header limits). Hand-written here: the SOCKS5
 // handshake (Beast has none; RFC 1928, no-auth CONNECT only) and the tunnel
-// splice. The CIDR matcher is detail/text/ip_address.hpp; every judgement is a pure
+// relay, which moves bytes socket → pipe → socket with splice(2), so that
+// they never enter user space (Asio has no zero-copy relay; it waits, the
+// kernel copies — docs/benchmarks.md "Network by name"). The CIDR matcher is detail/text/ip_address.hpp; every judgement is a pure
 // function of network/decision.hpp.
 //
 // Heavy to compile and off the umbrella header on purpose: include it only
@@ -33,6 +35,9 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <sys/socket.h>
 
@@ -440,11 +445,78 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // --- the tunnel ---------------------------------------------------------------
 
-  /// Copies `from` to `to` until end of stream, counting bytes as they flow.
+  static constexpr std::size_t tunnel_chunk_bytes = 256 * 1024;
+
+  /// Copies `from` to `to` until end of stream, counting bytes as they flow:
+  /// through a pipe with splice(2), so the bytes never enter user space, or
+  /// — when no pipe can be had (out of descriptors) — through a buffer.
   static net::awaitable<void> pump(std::shared_ptr<connection> self, bool upward) {
+    int ends[2];
+    if (::pipe2(ends, O_NONBLOCK | O_CLOEXEC) == 0) {
+      co_await splice_pump(self, upward, bashexec::unique_fd(ends[0]), bashexec::unique_fd(ends[1]));
+    } else {
+      co_await copy_pump(self, upward);
+    }
+    if (++self->pumps_done_ == 2) self->stop();
+  }
+
+  /// The zero-copy relay. Hand-written: Asio has none. The sockets are
+  /// waited on with Asio (async_wait), the bytes moved by splice(2) from the
+  /// source socket into the pipe and from the pipe into the target socket,
+  /// both non-blocking, 256 KiB at most per call.
+  static net::awaitable<void> splice_pump(std::shared_ptr<connection> self, bool upward, bashexec::unique_fd out_of_pipe,
+                                          bashexec::unique_fd into_pipe) {
     auto& from = upward ? self->client_ : self->upstream_;
     auto& to = upward ? self->upstream_ : self->client_;
-    std::array<char, 16384> chunk;
+    ::fcntl(into_pipe.get(), F_SETPIPE_SZ, static_cast<int>(tunnel_chunk_bytes));  // best effort
+    error_code ec;
+    from.native_non_blocking(true, ec);
+    to.native_non_blocking(true, ec);
+    if (ec) co_return self->stop();
+    const unsigned flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+    std::size_t in_pipe = 0;
+    bool at_end = false;
+    while (!at_end || in_pipe > 0) {
+      if (!at_end) {
+        const ssize_t got = ::splice(from.native_handle(), nullptr, into_pipe.get(), nullptr, tunnel_chunk_bytes, flags);
+        if (got > 0) {
+          in_pipe += static_cast<std::size_t>(got);
+          self->touch();
+        } else if (got == 0) {
+          at_end = true;
+        } else if (errno == EAGAIN || errno == EINTR) {
+          if (in_pipe == 0) {  // nothing to pass on: wait for the source
+            co_await from.async_wait(tcp::socket::wait_read, token(ec));
+            if (ec || self->stopped_) co_return self->stop();
+            continue;
+          }
+        } else {
+          co_return self->stop();
+        }
+      }
+      while (in_pipe > 0) {
+        const ssize_t sent = ::splice(out_of_pipe.get(), nullptr, to.native_handle(), nullptr, in_pipe, flags);
+        if (sent > 0) {
+          in_pipe -= static_cast<std::size_t>(sent);
+          self->count(upward ? sent : 0, upward ? 0 : sent);
+          self->touch();
+        } else if (sent < 0 && (errno == EAGAIN || errno == EINTR)) {
+          co_await to.async_wait(tcp::socket::wait_write, token(ec));
+          if (ec || self->stopped_) co_return self->stop();
+        } else {
+          co_return self->stop();
+        }
+      }
+      if (self->stopped_) co_return self->stop();
+    }
+    to.shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  /// The relay through a buffer, where no pipe can be had.
+  static net::awaitable<void> copy_pump(std::shared_ptr<connection> self, bool upward) {
+    auto& from = upward ? self->client_ : self->upstream_;
+    auto& to = upward ? self->upstream_ : self->client_;
+    std::vector<char> chunk(tunnel_chunk_bytes);
     error_code ec;
     for (;;) {
       auto got = co_await from.async_read_some(net::buffer(chunk), token(ec));
@@ -467,7 +539,6 @@ class connection : public std::enable_shared_from_this<connection> {
       }
       self->touch();
     }
-    if (++self->pumps_done_ == 2) self->stop();
   }
 
   /// Sends what the client already sent past its request upstream, then
