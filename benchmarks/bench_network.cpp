@@ -623,32 +623,18 @@ void add_true(const std::string& name) {
 // itself at static initialisation (before main runs Initialize), so it needs
 // no line there.
 [[maybe_unused]] const bool registered = [] {
+  // Each timed by hand (UseManualTime): `unit` and a fixed iteration count.
+  const auto add_manual = [](const char* name, auto function, benchmark::TimeUnit unit, int iterations) {
+    benchmark::RegisterBenchmark(name, function)->UseManualTime()->Unit(unit)->Iterations(iterations);
+  };
   add_true<bwrap_executor>("network/true/bwrap:read-only");
   add_true<landlock_executor>("network/true/landlock:read-only");
-  benchmark::RegisterBenchmark("network/download/bwrap:read-only", download_case<bwrap_executor>)
-      ->UseManualTime()
-      ->Unit(benchmark::kMillisecond)
-      ->Iterations(3);
-  benchmark::RegisterBenchmark("network/download/landlock:read-only", download_case<landlock_executor>)
-      ->UseManualTime()
-      ->Unit(benchmark::kMillisecond)
-      ->Iterations(3);
-  benchmark::RegisterBenchmark("network/download/proxy_alone", download_proxy_alone_case)
-      ->UseManualTime()
-      ->Unit(benchmark::kMillisecond)
-      ->Iterations(3);
-  benchmark::RegisterBenchmark("network/first_byte/landlock:read-only", first_byte_case<landlock_executor>)
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->Iterations(10);
-  benchmark::RegisterBenchmark("network/first_byte/bwrap:read-only", first_byte_case<bwrap_executor>)
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->Iterations(10);
-  benchmark::RegisterBenchmark("network/first_byte/proxy_alone", first_byte_proxy_alone_case)
-      ->UseManualTime()
-      ->Unit(benchmark::kMicrosecond)
-      ->Iterations(500);
+  add_manual("network/download/bwrap:read-only", download_case<bwrap_executor>, benchmark::kMillisecond, 3);
+  add_manual("network/download/landlock:read-only", download_case<landlock_executor>, benchmark::kMillisecond, 3);
+  add_manual("network/download/proxy_alone", download_proxy_alone_case, benchmark::kMillisecond, 3);
+  add_manual("network/first_byte/landlock:read-only", first_byte_case<landlock_executor>, benchmark::kMicrosecond, 10);
+  add_manual("network/first_byte/bwrap:read-only", first_byte_case<bwrap_executor>, benchmark::kMicrosecond, 10);
+  add_manual("network/first_byte/proxy_alone", first_byte_proxy_alone_case, benchmark::kMicrosecond, 500);
   return true;
 }();
 
