@@ -107,6 +107,9 @@ set_tests_properties(test_network_allowlist_unprivileged PROPERTIES
 # Landlock's fallback where user namespaces are refused (a few seconds).
 bashexec_rerun_test(test_hardening_userns_refused run_userns_refused.sh test_hardening 120 unprivileged
                     "[.userns-refused]")
+# allowlist where no network namespace can be made: fails closed.
+bashexec_rerun_test(test_network_allowlist_userns_refused run_userns_refused.sh test_network_allowlist 120 unprivileged
+                    "[userns-refused]")
 bashexec_rerun_test(test_shared_temp_userns_refused run_userns_refused.sh test_shared_temp 120 unprivileged
                     "[.userns-refused]")
 

@@ -9,16 +9,23 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
+
+#include <linux/capability.h>
+#include <sys/un.h>
 
 #include <sys/resource.h>
 
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
+#include <bashexec/detail/kernel/capabilities.hpp>
+#include <bashexec/detail/kernel/user_namespace.hpp>
 #include <bashexec/network/egress_proxy.hpp>
 #include <bashexec/spawn/fork_exec.hpp>
 #include <bashexec/spawn/posix_spawn.hpp>
@@ -190,18 +197,40 @@ TEMPLATE_TEST_CASE("allowlist: a command that ignores the proxy reaches nothing"
   workspace ws;
   TestType exec(allowlist_config(remote, ws));
   const std::string target = remote.address();
+  // An abstract unix socket of the host's: abstract names belong to a
+  // network namespace, so the command's namespace has none of them.
+  const std::string abstract_name = "bashexec-allowlist-" + std::to_string(::getpid());
+  const int abstract_listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  REQUIRE(abstract_listener >= 0);
+  sockaddr_un abstract_address{};
+  abstract_address.sun_family = AF_UNIX;
+  std::memcpy(abstract_address.sun_path + 1, abstract_name.data(), abstract_name.size());
+  const auto abstract_length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract_name.size());
+  REQUIRE(::bind(abstract_listener, reinterpret_cast<sockaddr*>(&abstract_address), abstract_length) == 0);
+  REQUIRE(::listen(abstract_listener, 4) == 0);
+  const std::string python = "/usr/bin/python3 -c \"import socket; ";
   const run_result result = run(exec, command(
       // 1: proxy variables unset; 2: a direct TCP connect; 3: UDP (DNS to the
       // remote host); 4: IPv6 to the remote's link; 5: the executor's
-      // network namespace through /proc.
+      // network namespace through /proc; 6: a packet socket; 7: a raw IP
+      // socket; 8: the host's abstract unix socket.
       "env -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy curl -sS --max-time 5 --noproxy '*' "
       "http://" + target + "/hello.txt >/dev/null 2>&1 || echo 1-refused; "
       "(exec 3<>/dev/tcp/" + target + "/80) 2>/dev/null || echo 2-refused; "
       "(echo query >/dev/udp/" + target + "/53) 2>/dev/null || echo 3-refused; "
       "(exec 3<>/dev/tcp/fe80::1/80) 2>/dev/null || echo 4-refused; "
-      "nsenter --net=/proc/" + std::to_string(::getpid()) + "/ns/net true 2>/dev/null || echo 5-refused"));
+      "nsenter --net=/proc/" + std::to_string(::getpid()) + "/ns/net true 2>/dev/null || echo 5-refused; " +
+      python + "socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\" 2>/dev/null || echo 6-refused; " + python +
+      "socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\" 2>/dev/null || echo 7-refused; " +
+      python + "s = socket.socket(socket.AF_UNIX); s.connect('\\0" + abstract_name +
+      "')\" 2>/dev/null || echo 8-refused"));
   INFO(result.err.text);
-  CHECK(result.out.text == "1-refused\n2-refused\n3-refused\n4-refused\n5-refused\n");
+  CHECK(result.out.text ==
+        "1-refused\n2-refused\n3-refused\n4-refused\n5-refused\n6-refused\n7-refused\n8-refused\n");
+  const int reached = ::accept4(abstract_listener, nullptr, nullptr, SOCK_CLOEXEC);
+  CHECK(reached < 0);  // nothing in the accept queue
+  if (reached >= 0) ::close(reached);
+  ::close(abstract_listener);
   REQUIRE(result.network);
   CHECK(result.network->attempts.empty());
   CHECK(remote.requests().empty());
@@ -441,6 +470,32 @@ TEMPLATE_TEST_CASE("allowlist: the command's own DNS reaches no resolver, while 
   CHECK(result.network->attempts[0].decision == network_decision::allowed);
   CHECK(result.network->attempts[0].address == remote.address());
   CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n");
+}
+
+TEMPLATE_TEST_CASE("allowlist fails closed with sandbox_unavailable where no network namespace can be made (no "
+                   "CAP_SYS_ADMIN, user namespaces refused)",
+                   "[network][allowlist][userns-refused]", landlock_executor) {
+  if (detail::has_effective_capability(CAP_SYS_ADMIN) || detail::user_namespace_available()) {
+    WARN("skipped: a network namespace can be made here; tests/run_userns_refused.sh runs this case where it "
+         "cannot (test_network_allowlist_userns_refused)");
+    return;
+  }
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  workspace ws;
+  executor_config config = fast_config();
+  config.sandbox.network = network_access::allowlist;
+  config.sandbox.workspace_root = ws.dir.path();
+  config.cwd = ws.dir.path();
+  config.sandbox.egress.allowed_domains = {"files.test"};
+  config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
+  TestType exec(config);
+  try {
+    run(exec, command("echo ran > \"$PWD/ran\""));
+    FAIL("a command ran with no network namespace");
+  } catch (const sandbox_unavailable& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("user namespaces are refused") && Catch::Contains("nothing ran"));
+  }
+  CHECK_FALSE(fs::exists(ws.dir.path() / "ran"));
 }
 
 TEST_CASE("allowlist fails closed: no gateway, a spawn policy that cannot make the namespace, a warm pool",

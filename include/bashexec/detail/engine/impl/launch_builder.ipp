@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/kernel/capabilities.hpp"
 #include "bashexec/detail/kernel/user_namespace.hpp"
 #include "bashexec/detail/trust/find_program.hpp"
 
@@ -106,12 +107,14 @@ BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const
 
 BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_mode mode,
                                                    const std::vector<std::string>& grants) const {
-  const bool root = ::geteuid() == 0;
+  // CAP_SYS_ADMIN, not uid 0, is what unshare(CLONE_NEWNET) needs: root in
+  // a user namespace without it (or with capabilities dropped) is ordinary.
+  const bool root = has_effective_capability(CAP_SYS_ADMIN);
   if (!root && !user_namespace_available())
     throw sandbox_unavailable(mode, "sandbox.network = allowlist needs a network namespace of the command's own, "
-                                    "which an ordinary user makes inside a user namespace, and user namespaces "
-                                    "are refused here (user.max_user_namespaces, an LSM or a seccomp profile); "
-                                    "nothing ran");
+                                    "which a process without CAP_SYS_ADMIN makes inside a user namespace, and "
+                                    "user namespaces are refused here (user.max_user_namespaces, an LSM or a "
+                                    "seccomp profile); nothing ran");
   p.egress = std::make_unique<prepared_launch::egress_step>();
   p.egress->context.channel_fd = p.egress->channel.child_end();
   p.egress->context.own_user_namespace = !root;
