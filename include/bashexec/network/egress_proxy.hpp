@@ -844,15 +844,7 @@ class connection : public std::enable_shared_from_this<connection> {
         co_return;
       }
     }
-    auto reason = admitted_ ? judge_request(core_.policy, method, where.host) : network_block_reason::limit;
-    attempt_ = record(where, method, reason);
-    if (reason != network_block_reason::none) {
-      co_await refuse_policy(where, reason);
-      co_return;
-    }
-    auto reached = co_await connect_upstream(where);
-    bool answered = co_await answer_unreached(where, reached);
-    if (answered) co_return;
+    if (!co_await judge_and_reach(where, method)) co_return;
 
     request.target(absolute->origin_form);
     strip_hop_by_hop(request);
@@ -880,16 +872,22 @@ class connection : public std::enable_shared_from_this<connection> {
     if (relayed) co_await close_gracefully();
   }
 
-  net::awaitable<void> serve_connect(const target& where, const std::string& method) {
+  /// Judges `method` to `where` (the limit first), records the attempt and
+  /// connects upstream; false when the client was answered instead (a
+  /// refusal, or an upstream that could not be reached).
+  net::awaitable<bool> judge_and_reach(const target& where, const std::string& method) {
     auto reason = admitted_ ? judge_request(core_.policy, method, where.host) : network_block_reason::limit;
     attempt_ = record(where, method, reason);
     if (reason != network_block_reason::none) {
       co_await refuse_policy(where, reason);
-      co_return;
+      co_return false;
     }
     auto reached = co_await connect_upstream(where);
-    bool answered = co_await answer_unreached(where, reached);
-    if (answered) co_return;
+    co_return !co_await answer_unreached(where, reached);
+  }
+
+  net::awaitable<void> serve_connect(const target& where, const std::string& method) {
+    if (!co_await judge_and_reach(where, method)) co_return;
     static constexpr std::string_view established = "HTTP/1.1 200 Connection established\r\n\r\n";
     error_code ec;
     co_await net::async_write(client_, net::buffer(established), token(ec));
