@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <linux/capability.h>
 #include <sys/un.h>
@@ -108,6 +110,25 @@ std::multiset<std::string> proxy_descriptors() {
       open.insert(target.string());
   }
   return open;
+}
+
+/// How many proxy_descriptors() there are once the executor's pool of
+/// namespaces made ahead (as root: detail/kernel/egress_namespace_pool.hpp)
+/// has replaced the one a call took — with a listener of its own, a new
+/// inode, hence a count: a proxy that outlived its command stays counted.
+/// Waits up to 5 s for the count to be `expected`, or without one for it to
+/// hold still for 300 ms.
+std::size_t settled_proxy_descriptors(std::optional<std::size_t> expected = std::nullopt) {
+  std::size_t now = proxy_descriptors().size();
+  int still = 0;
+  for (int tries = 0; tries < 100; ++tries) {
+    if (expected ? now == *expected : still == 6) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::size_t next = proxy_descriptors().size();
+    still = next == now ? still + 1 : 0;
+    now = next;
+  }
+  return now;
 }
 
 #define SKIP_WITHOUT_REMOTE_HOST()                         \
@@ -245,7 +266,7 @@ TEMPLATE_TEST_CASE("allowlist: a timeout in the middle of a tunnel closes it, an
   workspace ws;
   TestType exec(allowlist_config(remote, ws));
   run(exec, command("true"));  // the executor's own descriptors (spawn thread, reactor) exist now
-  const auto before = proxy_descriptors();
+  const std::size_t before = settled_proxy_descriptors();
   exec_request tunnel = command(
       "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT files.test:443 HTTP/1.1\\r\\nHost: files.test:443\\r\\n\\r\\n' "
       ">&3; read -r status <&3; echo \"$status\"; sleep 30");
@@ -255,7 +276,7 @@ TEMPLATE_TEST_CASE("allowlist: a timeout in the middle of a tunnel closes it, an
   CHECK(result.timed_out);
   CHECK_THAT(result.out.text, Catch::StartsWith("HTTP/1.1 200"));
   CHECK(attempt_to(result, "files.test").decision == network_decision::allowed);
-  CHECK(proxy_descriptors() == before);
+  CHECK(settled_proxy_descriptors(before) == before);
 }
 
 TEMPLATE_TEST_CASE("allowlist: a background task carries its report, growing while it runs", "[network][allowlist]",

@@ -32,6 +32,7 @@
 #include "bashexec/detail/engine/impl/verdict.ipp"
 #include "bashexec/detail/kernel/impl/capabilities.ipp"
 #include "bashexec/detail/kernel/impl/egress_namespace.ipp"
+#include "bashexec/detail/kernel/impl/egress_namespace_pool.ipp"
 #include "bashexec/detail/kernel/impl/cgroup.ipp"
 #include "bashexec/detail/kernel/impl/cgroup_guardian.ipp"
 #include "bashexec/detail/kernel/impl/cgroup_mount.ipp"

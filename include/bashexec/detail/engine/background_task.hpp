@@ -275,9 +275,8 @@ class background_task final : public reactor::client {
     else if (v.denied)
       snapshot_.sandbox->denied = true;
     confined_.reset();  // the status pipe is read; keep no descriptor per settled task
-    if (egress_) {  // the command is gone: its proxy and tunnels go with it
-      egress_->close();
-      snapshot_.network = egress_->snapshot();
+    if (egress_) {
+      snapshot_.network = builder_.close_egress(*egress_);
       egress_.reset();
     }
   }

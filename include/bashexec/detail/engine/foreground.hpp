@@ -131,10 +131,7 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
   result.timeout = spec.timeout;
   result.out = child.out().finish();
   result.err = child.err().finish();
-  if (egress) {  // the command is gone: its proxy and tunnels go with it
-    egress->close();
-    result.network = egress->snapshot();
-  }
+  if (egress) result.network = builder.close_egress(*egress);
   result.sandbox = launch.info;
   result.containment = launch.containment;
   const verdict v = classify(confinement, launch.confined, child.exit(), result.err.text, result.out.text);

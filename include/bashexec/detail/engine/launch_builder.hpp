@@ -26,6 +26,7 @@
 #include "bashexec/detail/engine/resource_limits.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/kernel/egress_namespace.hpp"
+#include "bashexec/detail/kernel/egress_namespace_pool.hpp"
 #include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/detail/linkage.hpp"
 #include "bashexec/errors.hpp"
@@ -65,13 +66,15 @@ struct prepared_launch {
   unique_fd child_in, child_out, child_err;
   std::optional<cgroup_lease> cgroup;  // cgroup containment
   containment_mechanism containment = containment_mechanism::process_group;
-  /// Under `network = allowlist`: the socketpair the child's step sends its
-  /// proxy listener on, and that step's context (on the heap: the plan's
-  /// hook points at it).
+  /// Under `network = allowlist`: that step's context (on the heap: the
+  /// plan's hook points at it) and either a namespace made ahead, which the
+  /// child joins, or the socketpair the child's step sends the listener of
+  /// the namespace it makes on.
   struct egress_step {
-    egress_channel channel;
     egress_namespace_context context;
-    std::vector<std::string> grants;  // exec_spec::network_grants
+    std::optional<ready_egress_namespace> ready;  // taken from the pool
+    std::optional<egress_channel> channel;        // the child makes its own
+    std::vector<std::string> grants;              // exec_spec::network_grants
   };
   std::unique_ptr<egress_step> egress;
 
@@ -195,6 +198,16 @@ class launch_builder {
   /// is a broken invariant: infrastructure_error.
   std::unique_ptr<egress_session> open_egress(prepared_launch& launch) const;
 
+  /// The command of an allowlist launch is gone: its proxy and tunnels go
+  /// with it, and the pool of namespaces may refill now that the call no
+  /// longer competes with it. Returns the final report.
+  network_report close_egress(egress_session& session) const;
+
+  /// Under `network = allowlist` with CAP_SYS_ADMIN, the namespaces made
+  /// ahead of the call; else null. For tests and benchmarks that count
+  /// descriptors and must wait for its refill.
+  egress_namespace_pool* egress_namespaces() const noexcept { return egress_namespaces_.get(); }
+
   /// The one place a spawned `launch` becomes a child_run, for both drivers:
   /// the parent lets go of the child's ends, stdout is collected up to
   /// `stdout_cap` and stderr up to the executor's output_cap, and `kind`
@@ -241,6 +254,9 @@ class launch_builder {
   bool spills_under_writable_root_;
   std::shared_ptr<executor_cgroup> cgroups_;
   unique_fd dev_null_;
+  /// Under `network = allowlist` with CAP_SYS_ADMIN: namespaces made ahead
+  /// of the call (detail/kernel/egress_namespace_pool.hpp); else empty.
+  std::unique_ptr<egress_namespace_pool> egress_namespaces_;
 };
 
 }  // namespace bashexec::detail

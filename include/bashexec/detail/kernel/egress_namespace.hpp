@@ -19,9 +19,10 @@
 //      SCM_RIGHTS and closed in the child, so the command never holds it.
 // The parent takes the descriptor once the spawn returned (CLONE_VFORK: the
 // child has exec'd by then, and the message waits in the socket buffer).
-// No helper binary and no setns from a second thread: the namespace is born
-// in the one process that becomes the command (or its runner, bwrap, which
-// then makes no network namespace of its own).
+// No helper binary: the namespace is born in the one process that becomes
+// the command (or its runner, bwrap, which then makes no network namespace of
+// its own) — or, for an executor with CAP_SYS_ADMIN, ahead of the call by
+// detail/kernel/egress_namespace_pool.hpp, and then the step only joins it.
 //
 // What keeps the command in it: the namespace has no route anywhere but its
 // own loopback, and the command cannot leave it — setns(2) into another
@@ -47,11 +48,16 @@ inline constexpr std::uint16_t egress_proxy_port = 3128;
 struct egress_namespace_context {
   int channel_fd = -1;              // the child's end of the socketpair (close-on-exec)
   bool own_user_namespace = false;  // step 1: not root
+  /// A namespace made ahead (detail/kernel/egress_namespace_pool.hpp), or
+  /// -1: the step then only joins it (setns), and steps 1-5 are skipped.
+  int ready_namespace_fd = -1;
   std::uint16_t port = egress_proxy_port;
 };
 
 /// Steps 3 and 4-5 of the header comment; each returns 0 or an errno value.
 BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_loopback_up() noexcept;
+/// Step 4 alone: the listening descriptor, or -errno.
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_open_listener(std::uint16_t port) noexcept;
 BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_send_listener(int channel, std::uint16_t port) noexcept;
 
 /// The pre-exec step (a `pre_exec_hook` run function; `context` is an

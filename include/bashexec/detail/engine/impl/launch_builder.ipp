@@ -97,6 +97,8 @@ BASHEXEC_DECL launch_builder::launch_builder(const executor_config& config,
   dev_null_ = unique_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null_) throw_syscall("open /dev/null");
   dev_null_ = above_stdio(std::move(dev_null_));
+  if (proxies_network(config.sandbox.network) && has_effective_capability(CAP_SYS_ADMIN))
+    egress_namespaces_ = std::make_unique<egress_namespace_pool>();
 }
 
 BASHEXEC_DECL void launch_builder::require_runnable(const exec_spec& spec) const {
@@ -116,8 +118,13 @@ BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_m
                                     "user namespaces are refused here (user.max_user_namespaces, an LSM or a "
                                     "seccomp profile); nothing ran");
   p.egress = std::make_unique<prepared_launch::egress_step>();
-  p.egress->context.channel_fd = p.egress->channel.child_end();
-  p.egress->context.own_user_namespace = !root;
+  if (egress_namespaces_) p.egress->ready = egress_namespaces_->take();
+  if (p.egress->ready) {
+    p.egress->context.ready_namespace_fd = p.egress->ready->network.get();
+  } else {
+    p.egress->context.channel_fd = p.egress->channel.emplace().child_end();
+    p.egress->context.own_user_namespace = !root;
+  }
   p.egress->grants = grants;
   p.plan.hooks.add(pre_exec_hook{&enter_egress_namespace, &p.egress->context, "egress network namespace"});
   // The proxy for every tool that reads the variables (curl, pip, npm, git,
@@ -140,7 +147,8 @@ BASHEXEC_DECL void launch_builder::add_egress_step(prepared_launch& p, sandbox_m
 
 BASHEXEC_DECL std::unique_ptr<egress_session> launch_builder::open_egress(prepared_launch& launch) const {
   if (!launch.egress) return nullptr;
-  unique_fd listener = launch.egress->channel.take_listener();
+  unique_fd listener =
+      launch.egress->ready ? std::move(launch.egress->ready->listener) : launch.egress->channel->take_listener();
   const std::vector<std::string> grants = std::move(launch.egress->grants);
   launch.egress.reset();
   if (!listener)
@@ -149,6 +157,12 @@ BASHEXEC_DECL std::unique_ptr<egress_session> launch_builder::open_egress(prepar
   network_policy widened = config_.sandbox.egress;
   widened.allowed_domains.insert(widened.allowed_domains.end(), grants.begin(), grants.end());
   return config_.sandbox.gateway->open(std::move(listener), widened);
+}
+
+BASHEXEC_DECL network_report launch_builder::close_egress(egress_session& session) const {
+  session.close();
+  if (egress_namespaces_) egress_namespaces_->replenish();
+  return session.snapshot();
 }
 
 }  // namespace bashexec::detail

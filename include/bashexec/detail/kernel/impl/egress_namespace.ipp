@@ -39,47 +39,55 @@ BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_loopback_up() noexcept {
   return error;
 }
 
-BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_send_listener(int channel, std::uint16_t port) noexcept {
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_open_listener(std::uint16_t port) noexcept {
   const long listener = ::syscall(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener < 0) return errno;
+  if (listener < 0) return -errno;
   struct sockaddr_in address;
   for (unsigned i = 0; i < sizeof address; ++i) reinterpret_cast<char*>(&address)[i] = 0;
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int error = 0;
   if (::syscall(SYS_bind, listener, &address, sizeof address) != 0 || ::syscall(SYS_listen, listener, 128) != 0) {
-    error = errno;
-  } else {
-    char byte = 'L';
-    struct iovec data {&byte, 1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    for (unsigned i = 0; i < sizeof control; ++i) control[i] = 0;
-    struct msghdr message;
-    for (unsigned i = 0; i < sizeof message; ++i) reinterpret_cast<char*>(&message)[i] = 0;
-    message.msg_iov = &data;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    struct cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    const int sent_fd = static_cast<int>(listener);
-    const unsigned char* from = reinterpret_cast<const unsigned char*>(&sent_fd);
-    unsigned char* to = CMSG_DATA(header);
-    for (unsigned i = 0; i < sizeof sent_fd; ++i) to[i] = from[i];
-    long sent;
-    while ((sent = ::syscall(SYS_sendmsg, channel, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-    }
-    if (sent < 0) error = errno;
+    const int error = errno;
+    ::syscall(SYS_close, listener);
+    return -error;
   }
+  return static_cast<int>(listener);
+}
+
+BASHEXEC_CHILD_CODE BASHEXEC_DECL int egress_send_listener(int channel, std::uint16_t port) noexcept {
+  const int listener = egress_open_listener(port);
+  if (listener < 0) return -listener;
+  char byte = 'L';
+  struct iovec data {&byte, 1};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  for (unsigned i = 0; i < sizeof control; ++i) control[i] = 0;
+  struct msghdr message;
+  for (unsigned i = 0; i < sizeof message; ++i) reinterpret_cast<char*>(&message)[i] = 0;
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  struct cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  const unsigned char* from = reinterpret_cast<const unsigned char*>(&listener);
+  unsigned char* to = CMSG_DATA(header);
+  for (unsigned i = 0; i < sizeof listener; ++i) to[i] = from[i];
+  long sent;
+  while ((sent = ::syscall(SYS_sendmsg, channel, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  const int error = sent < 0 ? errno : 0;
   ::syscall(SYS_close, listener);
   return error;
 }
 
 BASHEXEC_CHILD_CODE BASHEXEC_DECL int enter_egress_namespace(const void* context) noexcept {
   const auto& ctx = *static_cast<const egress_namespace_context*>(context);
+  // A namespace made ahead (detail/kernel/egress_namespace_pool.hpp): join
+  // it; its listener is the parent's already.
+  if (ctx.ready_namespace_fd >= 0) return ::syscall(SYS_setns, ctx.ready_namespace_fd, CLONE_NEWNET) == 0 ? 0 : errno;
   int error = 0;
   if (ctx.own_user_namespace) error = enter_own_user_namespace();
   if (error == 0 && ::syscall(SYS_unshare, CLONE_NEWNET) != 0) error = errno;
