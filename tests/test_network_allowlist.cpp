@@ -26,6 +26,7 @@
 #include <bashexec/basic_executor.hpp>
 #include <bashexec/confinement/bwrap.hpp>
 #include <bashexec/confinement/landlock.hpp>
+#include <bashexec/confinement/runner_command.hpp>
 #include <bashexec/detail/kernel/capabilities.hpp>
 #include <bashexec/detail/kernel/user_namespace.hpp>
 #include <bashexec/network/egress_proxy.hpp>
@@ -175,6 +176,50 @@ TEMPLATE_TEST_CASE("allowlist: an allowed name is reached through HTTP_PROXY, a 
   }
   CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n443 GET /hello.txt HTTP/1.1\n80 GET /hello.txt HTTP/1.1\n"
                              "80 GET /hello.txt HTTP/1.1\n443 GET /hello.txt HTTP/1.1\n80 GET /hello.txt HTTP/1.1\n");
+}
+
+TEST_CASE("allowlist under runner_command: the runner is started in the namespace the executor made, and so is "
+          "the command; a runner that makes a network namespace of its own leaves the command with nothing to reach",
+          "[network][allowlist][runner_command]") {
+  using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
+  SKIP_UNLESS(backend_missing<bwrap_executor>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  remote_host remote;
+  workspace ws;
+  const std::string fetch =
+      "curl -fsS --max-time 10 http://files.test/hello.txt && "
+      "curl -fsS --max-time 10 --proxytunnel -x \"$HTTPS_PROXY\" http://files.test:443/hello.txt";
+  {
+    // A bwrap-compatible runner (bwrap itself): it makes no network
+    // namespace under allowlist, so the executor's is the command's.
+    runner_executor exec(allowlist_config(remote, ws),
+                         runner_command::config{.argv = {"/usr/bin/bwrap"}, .failure_signatures = {"bwrap: "}});
+    const run_result result = run(exec, command(fetch));
+    INFO(result.err.text);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.text == "hello from the remote host\nhello from the remote host\n");
+    REQUIRE(result.network);
+    CHECK(result.network->attempts.size() == 2);
+    REQUIRE(result.sandbox);
+    CHECK(result.sandbox->backend == "runner_command");
+  }
+  {
+    // A runner that adds a network namespace of its own: the command lands
+    // where neither the proxy nor anything else is. The executor cannot see
+    // what a runner does, so this is not refused; it fails closed.
+    runner_executor exec(allowlist_config(remote, ws),
+                         runner_command::config{.argv = {"/usr/bin/bwrap", "--unshare-net"},
+                                                .failure_signatures = {"bwrap: "}});
+    const run_result result = run(exec, command(fetch + "; echo \"curl: $?\"; exec 3<>/dev/tcp/" + remote.address() +
+                                                "/80 && echo reached || echo unreachable"));
+    INFO(result.err.text);
+    CHECK(result.out.text.find("hello from the remote host") == std::string::npos);
+    CHECK(result.out.text.find("unreachable") != std::string::npos);
+    REQUIRE(result.network);
+    CHECK(result.network->attempts.empty());
+  }
+  // Only the first runner's two requests reached the remote host.
+  CHECK(remote.requests() == "80 GET /hello.txt HTTP/1.1\n443 GET /hello.txt HTTP/1.1\n");
 }
 
 TEMPLATE_TEST_CASE("allowlist: what the policy refuses is refused before any connection, each with its reason",
