@@ -137,6 +137,11 @@ await section('list tools', async () => {
   check('list tools: bash_output is read-only', byName.bash_output.annotations?.readOnlyHint === true);
   check('list tools: bash is not read-only', byName.bash.annotations?.readOnlyHint === false);
   check('list tools: bash_kill is not read-only', byName.bash_kill.annotations?.readOnlyHint === false);
+  // With an outputSchema the SDK validates every structuredContent against it
+  // (and fails a call that answers without one): each result below is checked.
+  check('list tools: every tool declares an outputSchema with the exec facts',
+    tools.every((t) => t.outputSchema?.type === 'object' && t.outputSchema.required.includes('exit_code') &&
+      t.outputSchema.required.includes('task_id')));
 });
 
 await section('foreground call', async () => {
@@ -150,6 +155,9 @@ await section('denied write under read-only', async () => {
   const r = await client.callTool(bash(`touch ${workdir}/denied`));
   check('denied write: marker', text(r).includes('[sandbox: file access denied under read-only mode]'), text(r));
   check('denied write: structuredContent denied', r.structuredContent?.denied === true);
+  check('denied write: structuredContent mode and enforcement',
+    r.structuredContent?.mode === 'read-only' && typeof r.structuredContent?.enforcement === 'string',
+    JSON.stringify(r.structuredContent));
   check('denied write: no file', !existsSync(join(workdir, 'denied')));
 });
 

@@ -143,9 +143,18 @@ for asked, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26
     tools = s.request(1, "tools/list")["result"]["tools"]
     has_annotations = all("annotations" in t for t in tools)
     check(f"tools/list under {asked}: annotations only from 2025-03-26", has_annotations == (answered >= "2025-03-26"))
+    has_output_schema = all("outputSchema" in t for t in tools) and len(tools) == 3
+    check(f"tools/list under {asked}: an outputSchema on every tool only from 2025-06-18",
+          has_output_schema == (answered >= "2025-06-18") and (has_output_schema or all("outputSchema" not in t for t in tools)))
     call = s.request(2, "tools/call", bash("exit 4"))["result"]
     check(f"tools/call under {asked}: structuredContent only from 2025-06-18",
           ("structuredContent" in call) == (answered >= "2025-06-18"), call)
+    if "structuredContent" in call:
+        facts = call["structuredContent"]
+        schema = tools[0]["outputSchema"]
+        check(f"tools/call under {asked}: structuredContent holds exactly the outputSchema's keys",
+              sorted(facts) == sorted(schema["required"]) == sorted(schema["properties"]), facts)
+        check(f"tools/call under {asked}: the exit code is a fact", facts["exit_code"] == 4, facts)
     again = s.request(3, "initialize", {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}})
     check(f"a second initialize under {asked} is an invalid request", again["error"]["code"] == -32600, again)
     check(f"exit 0 after end of input ({asked})", s.close() == 0)

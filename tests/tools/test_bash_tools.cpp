@@ -2,6 +2,7 @@
 // validation, the effective mode and approval-gated escalation, the owner
 // fence, what reaches the executor, and background notices (docs/contract.md
 // items 18-21).
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -1029,38 +1030,91 @@ TEST_CASE("the caller's progress counters reach a foreground run only", "[tools]
   CHECK(executor.requests.back().progress == nullptr);
 }
 
-TEST_CASE("contract 20: tool results carry their facts as JSON beside the byte-exact text", "[tools][facts]") {
+namespace {
+
+/// The JSON Schema type name of `value`, as tool_facts_schema spells them.
+std::string schema_type(const json& value) {
+  if (value.is_null()) return "null";
+  if (value.is_boolean()) return "boolean";
+  if (value.is_number_integer()) return "integer";
+  if (value.is_string()) return "string";
+  if (value.is_object()) return "object";
+  return value.type_name();
+}
+
+/// `facts` holds exactly the schema's keys, each of a type it allows.
+void check_against_schema(const json& facts) {
+  const json schema = tool_facts_schema();
+  CHECK(schema["required"].size() == schema["properties"].size());
+  for (const auto& [key, property] : schema["properties"].items()) {
+    INFO(key);
+    REQUIRE(facts.contains(key));
+    const json& allowed = property["type"];
+    const std::string type = schema_type(facts[key]);
+    CHECK((allowed.is_array() ? std::find(allowed.begin(), allowed.end(), type) != allowed.end() : allowed == type));
+  }
+  CHECK(facts.size() == schema["properties"].size());
+}
+
+}  // namespace
+
+TEST_CASE("contract 20: tool results carry their facts as JSON beside the byte-exact text, in one shape the "
+          "schema declares",
+          "[tools][facts]") {
   auto executor = confining();
   bash_tools tools(executor);
   executor.next_result.exit_code = 1;
   executor.next_result.sandbox = sandbox_info{sandbox_mode::read_only, true, enforcement::full, false, {}};
+  executor.next_result.out.truncated = true;
+  executor.next_result.out.spill_path = "/spill/out";
   const auto foreground = tools.call("bash", bash_args("touch x"), session());
   REQUIRE(foreground.facts);
+  check_against_schema(*foreground.facts);
   CHECK((*foreground.facts)["exit_code"] == 1);
   CHECK((*foreground.facts)["signal"].is_null());
+  CHECK((*foreground.facts)["signal_name"].is_null());
   CHECK((*foreground.facts)["denied"] == true);
   CHECK((*foreground.facts)["mode"] == "read-only");
+  CHECK((*foreground.facts)["enforcement"] == "full");
   CHECK((*foreground.facts)["timed_out"] == false);
   CHECK((*foreground.facts)["aborted"] == false);
+  CHECK((*foreground.facts)["stdout_truncated"] == true);
+  CHECK((*foreground.facts)["stdout_spill_path"] == "/spill/out");
+  CHECK((*foreground.facts)["stderr_spill_path"].is_null());
+  CHECK((*foreground.facts)["task_id"].is_null());
+  // The meaning of run --json: the same keys say the same thing.
+  const json as_run_json = to_json(executor.next_result);
+  CHECK((*foreground.facts)["exit_code"] == as_run_json["exit_code"]);
+  CHECK((*foreground.facts)["stdout_spill_path"] == as_run_json["stdout"]["spill_path"]);
+  CHECK((*foreground.facts)["enforcement"] == as_run_json["sandbox"]["enforcement"]);
   // Equality is what the model sees: the facts only restate the text.
   CHECK(foreground == tool_result{foreground.text, false});
 
   auto args = bash_args("make");
   args["run_in_background"] = true;
   const auto started = tools.call("bash", args, session());
-  CHECK(started.facts == json{{"task_id", "bash-1"}, {"status", "running"}});
+  REQUIRE(started.facts);
+  check_against_schema(*started.facts);
+  CHECK((*started.facts)["task_id"] == "bash-1");
+  CHECK((*started.facts)["status"] == "running");
+  CHECK((*started.facts)["exit_code"].is_null());
   const auto read = tools.call("bash_output", {{"task_id", "bash-1"}}, session());
   REQUIRE(read.facts);
+  check_against_schema(*read.facts);
   CHECK((*read.facts)["task_id"] == "bash-1");
   CHECK((*read.facts)["status"] == "running");
   CHECK((*read.facts)["lossy"] == false);
+  CHECK((*read.facts)["killed"].is_null());
   const auto killed = tools.call("bash_kill", {{"task_id", "bash-1"}}, session());
   REQUIRE(killed.facts);
+  check_against_schema(*killed.facts);
   CHECK((*killed.facts)["killed"] == true);
   const auto again = tools.call("bash_kill", {{"task_id", "bash-1"}}, session());
   REQUIRE(again.facts);
+  check_against_schema(*again.facts);
   CHECK((*again.facts)["killed"] == false);
   CHECK((*again.facts)["status"] == "killed");
+  CHECK((*again.facts)["lossy"].is_null());
 
   const auto bad = tools.call("bash", {{"command", "ls"}}, session());
   CHECK(bad.is_error);

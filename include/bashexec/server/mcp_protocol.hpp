@@ -30,6 +30,7 @@
 #include "bashexec/tools/approval_text.hpp"
 #include "bashexec/tools/bash_tools.hpp"
 #include "bashexec/tools/render.hpp"
+#include "bashexec/tools/result_json.hpp"
 #include "bashexec/tools/utf8.hpp"
 #include "bashexec/version.hpp"
 
@@ -345,6 +346,9 @@ inline nlohmann::json tool_list(const nlohmann::json& schemas, std::string_view 
     nlohmann::json tool = {
         {"name", schema["name"]}, {"description", schema["description"]}, {"inputSchema", schema["input_schema"]}};
     if (at_least(version, "2025-03-26")) tool["annotations"] = annotations(schema["name"].get<std::string>());
+    // Structured results came with 2025-06-18: from then every tool declares
+    // the facts it answers with (tool_facts_schema), which clients validate.
+    if (at_least(version, "2025-06-18")) tool["outputSchema"] = tool_facts_schema();
     list.push_back(std::move(tool));
   }
   return list;

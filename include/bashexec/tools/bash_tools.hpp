@@ -308,8 +308,7 @@ class bash_tools {
           return error(fmt::format("the call was cancelled as its background task started; task {} was killed",
                                    to_valid_utf8(id.value())));
         }
-        return tool_result{render_started(id), false,
-                           nlohmann::json{{"task_id", to_valid_utf8(id.value())}, {"status", "running"}}};
+        return tool_result{render_started(id), false, started_facts(id)};
       }
       const run_result result = executor_.run(spec);
       return tool_result{render_run_result(result, escalation_advertised()), result.aborted, tool_facts(result)};
@@ -321,6 +320,15 @@ class bash_tools {
     } catch (const std::invalid_argument& e) {
       return error(fmt::format("invalid request: {}", to_valid_utf8(e.what())));
     }
+  }
+
+  /// A background start's facts: its id, and `running` — what the start
+  /// knows; a read (bash_output) tells what happened since.
+  static nlohmann::json started_facts(const task_id& id) {
+    nlohmann::json facts = tool_facts();
+    facts["task_id"] = to_valid_utf8(id.value());
+    facts["status"] = "running";
+    return facts;
   }
 
   /// Why task `id`, just started, did not run; empty when it did (or when
@@ -346,9 +354,7 @@ class bash_tools {
     try {
       if (auto refused = fence(id, context)) return *refused;
       const task_read read = executor_.read_output(id);
-      nlohmann::json facts = tool_facts(read.task);
-      facts["lossy"] = read.lossy;
-      return tool_result{render_task_read(read, escalation_advertised()), false, std::move(facts)};
+      return tool_result{render_task_read(read, escalation_advertised()), false, tool_facts(read)};
     } catch (const task_forgotten& e) {
       // Not "unknown": the model did start it, and must not retry or guess.
       return error(fmt::format("task {} finished and was forgotten; its output is no longer available ({})",
@@ -361,9 +367,13 @@ class bash_tools {
     const std::string name = to_valid_utf8(id.value());
     try {
       if (auto refused = fence(id, context)) return *refused;
-      if (executor_.kill(id))
-        return tool_result{fmt::format("killed task {}", name), false,
-                           nlohmann::json{{"task_id", name}, {"killed", true}, {"status", "running"}}};
+      if (executor_.kill(id)) {
+        nlohmann::json facts = tool_facts();
+        facts["task_id"] = name;
+        facts["status"] = "running";  // until the kill has reaped it
+        facts["killed"] = true;
+        return tool_result{fmt::format("killed task {}", name), false, std::move(facts)};
+      }
       // `kill` is false both for a task that has finished and for one whose
       // kill is already under way (a TERM-ignoring command in its grace
       // period): the text must agree with the status line below it.
@@ -380,9 +390,13 @@ class bash_tools {
     } catch (const task_forgotten& e) {
       // Only settled tasks are forgotten (also between the fence, `kill`
       // and `get` above): like any finished task, there was nothing to kill.
+      nlohmann::json facts = tool_facts();
+      facts["task_id"] = name;
+      facts["status"] = "forgotten";
+      facts["killed"] = false;
       return tool_result{fmt::format("task {} had already finished and was forgotten; nothing was killed ({})", name,
                                      to_valid_utf8(e.limits())),
-                         false, nlohmann::json{{"task_id", name}, {"killed", false}, {"status", "forgotten"}}};
+                         false, std::move(facts)};
     }
   }
 

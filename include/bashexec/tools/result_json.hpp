@@ -94,28 +94,109 @@ inline nlohmann::json to_json(const task_snapshot& task) {
           {"network", network_json(task.network)}};
 }
 
-/// The facts of a foreground `bash` call a client can act on without parsing
-/// the result text (the MCP server's `structuredContent`): exit code, signal,
-/// timeout, abort, sandbox denial and the mode the command ran under.
-inline nlohmann::json tool_facts(const run_result& result) {
-  return {{"exit_code", detail::or_null(result.exit_code)},
-          {"signal", detail::signal_json(result.signal)},
-          {"timed_out", result.timed_out},
-          {"aborted", result.aborted},
-          {"denied", result.sandbox && result.sandbox->denied},
-          {"mode", result.sandbox ? nlohmann::json(std::string(to_string(result.sandbox->mode)))
-                                  : nlohmann::json(nullptr)},
-          {"stdout_truncated", result.out.truncated},
-          {"stderr_truncated", result.err.truncated}};
+/// The facts of a tool call a client can act on without parsing the result
+/// text (the MCP server's `structuredContent`, declared by
+/// `tool_facts_schema()`): one flat object for all three tools, every key
+/// always present, null (or false) where it does not apply. The values mean
+/// what `run --json` means by them (to_json above): `signal` is the number
+/// and `signal_name` its name; `mode`, `enforcement`, `backend`, `denied`
+/// and `runner_failed` are the sandbox's; the spill paths name the
+/// full-stream files. Foreground `bash` fills the exit facts; a background
+/// start, `bash_output` and `bash_kill` fill `task_id` and `status` (and
+/// what the task knows so far), `bash_output` its `lossy`, `bash_kill` its
+/// `killed`.
+inline nlohmann::json tool_facts() {
+  return {{"exit_code", nullptr},       {"signal", nullptr},         {"signal_name", nullptr},
+          {"timed_out", false},         {"aborted", false},          {"leftovers_killed", false},
+          {"mode", nullptr},            {"enforcement", nullptr},    {"backend", nullptr},
+          {"denied", false},            {"runner_failed", false},    {"stdout_truncated", false},
+          {"stderr_truncated", false},  {"stdout_spill_path", nullptr}, {"stderr_spill_path", nullptr},
+          {"network", nullptr},         {"task_id", nullptr},        {"status", nullptr},
+          {"lossy", nullptr},           {"killed", nullptr}};
 }
 
-/// The facts of a background task: id, status, exit code, signal, denial.
+namespace detail {
+
+inline void add_exit_facts(nlohmann::json& facts, const std::optional<int>& exit_code, const std::optional<int>& signal,
+                           const std::optional<sandbox_info>& sandbox, const std::optional<network_report>& network) {
+  facts["exit_code"] = or_null(exit_code);
+  facts["signal"] = or_null(signal);
+  facts["signal_name"] = signal_json(signal);
+  if (sandbox) {
+    const nlohmann::json info = to_json(*sandbox);
+    for (const char* key : {"mode", "enforcement", "backend", "denied", "runner_failed"}) facts[key] = info[key];
+  }
+  facts["network"] = network_json(network);
+}
+
+}  // namespace detail
+
+/// A foreground `bash` call's facts.
+inline nlohmann::json tool_facts(const run_result& result) {
+  nlohmann::json facts = tool_facts();
+  detail::add_exit_facts(facts, result.exit_code, result.signal, result.sandbox, result.network);
+  facts["timed_out"] = result.timed_out;
+  facts["aborted"] = result.aborted;
+  facts["leftovers_killed"] = result.leftovers_killed;
+  facts["stdout_truncated"] = result.out.truncated;
+  facts["stderr_truncated"] = result.err.truncated;
+  facts["stdout_spill_path"] = detail::path_or_null(result.out.spill_path);
+  facts["stderr_spill_path"] = detail::path_or_null(result.err.spill_path);
+  return facts;
+}
+
+/// A background task's facts as its snapshot has them.
 inline nlohmann::json tool_facts(const task_snapshot& task) {
-  return {{"task_id", to_valid_utf8(task.id.value())},
-          {"status", std::string(to_string(task.status))},
-          {"exit_code", detail::or_null(task.exit_code)},
-          {"signal", detail::signal_json(task.signal)},
-          {"denied", task.sandbox && task.sandbox->denied}};
+  nlohmann::json facts = tool_facts();
+  detail::add_exit_facts(facts, task.exit_code, task.signal, task.sandbox, task.network);
+  facts["task_id"] = to_valid_utf8(task.id.value());
+  facts["status"] = std::string(to_string(task.status));
+  return facts;
+}
+
+/// A `bash_output` read's facts: the task's, its spill paths and `lossy`.
+inline nlohmann::json tool_facts(const task_read& read) {
+  nlohmann::json facts = tool_facts(read.task);
+  facts["lossy"] = read.lossy;
+  facts["stdout_spill_path"] = detail::path_or_null(read.stdout_spill_path);
+  facts["stderr_spill_path"] = detail::path_or_null(read.stderr_spill_path);
+  return facts;
+}
+
+/// The JSON Schema (2020-12 subset every MCP client validates) of
+/// `tool_facts`: the MCP server's `outputSchema` for each tool.
+inline nlohmann::json tool_facts_schema() {
+  const auto nullable = [](const char* type, const char* description) {
+    return nlohmann::json{{"type", {type, "null"}}, {"description", description}};
+  };
+  const auto flag = [](const char* description) {
+    return nlohmann::json{{"type", "boolean"}, {"description", description}};
+  };
+  nlohmann::json properties = {
+      {"exit_code", nullable("integer", "the shell's exit code; null when it was killed by a signal or has not ended")},
+      {"signal", nullable("integer", "the signal number that ended the shell")},
+      {"signal_name", nullable("string", "that signal's name, e.g. SIGKILL")},
+      {"timed_out", flag("the call's timeout stopped the command")},
+      {"aborted", flag("the call was cancelled and the command stopped")},
+      {"leftovers_killed", flag("processes the shell left behind were killed after it exited")},
+      {"mode", nullable("string", "the sandbox mode the command ran under")},
+      {"enforcement", nullable("string", "how much of the mode the backend enforced")},
+      {"backend", nullable("string", "the confinement backend: bwrap, landlock or runner_command")},
+      {"denied", flag("the sandbox denied a file access the command tried")},
+      {"runner_failed", flag("the sandbox runner itself failed")},
+      {"stdout_truncated", flag("stdout was cut to the output cap; the whole stream is in stdout_spill_path")},
+      {"stderr_truncated", flag("stderr was cut to the output cap; the whole stream is in stderr_spill_path")},
+      {"stdout_spill_path", nullable("string", "the file holding the full stdout")},
+      {"stderr_spill_path", nullable("string", "the file holding the full stderr")},
+      {"network", {{"type", {"object", "null"}},
+                   {"description", "under network allowlist: every connection attempt, in order"}}},
+      {"task_id", nullable("string", "the background task's id")},
+      {"status", nullable("string", "the background task's status: running, completed, killed, forgotten")},
+      {"lossy", {{"type", {"boolean", "null"}}, {"description", "bash_output: output was lost between reads"}}},
+      {"killed", {{"type", {"boolean", "null"}}, {"description", "bash_kill: this call killed the task"}}}};
+  nlohmann::json required = nlohmann::json::array();
+  for (const auto& [key, value] : properties.items()) required.push_back(key);
+  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)}};
 }
 
 }  // namespace bashexec
