@@ -179,7 +179,7 @@ TEMPLATE_TEST_CASE("allowlist: an allowed name is reached through HTTP_PROXY, a 
 }
 
 TEST_CASE("allowlist under runner_command: the runner is started in the namespace the executor made, and so is "
-          "the command; a runner that makes a network namespace of its own leaves the command with nothing to reach",
+          "the command, while a runner that makes a network namespace of its own leaves the command with nothing to reach",
           "[network][allowlist][runner_command]") {
   using runner_executor = basic_executor<policies<spawn_with<fork_exec>, confine_with<runner_command>>>;
   SKIP_UNLESS(backend_missing<bwrap_executor>(true));

@@ -181,7 +181,13 @@ the client's version when it is one of these, else 2025-11-25.
   tools/list      bash, bash_output, bash_kill with their JSON Schemas and
                   annotations (bash_output read-only; bash and bash_kill not)
   tools/call      {content: [{type: "text", text}], isError, structuredContent}
-                  where text is the byte-exact result text `serve` answers
+                  where text is the byte-exact result text `serve` answers and
+                  structuredContent the call's facts, declared as each tool's
+                  outputSchema (from 2025-06-18)
+  tasks (2025-11-25)  a bash call with "task": {ttl?} answers a task at once
+                  and runs as the plain call would; tasks/get, tasks/result
+                  (the same CallToolResult), tasks/list, tasks/cancel (kills
+                  the command), notifications/tasks/status on each change
   notifications/cancelled  aborts that call (its process group is killed);
                   no response follows
   _meta.progressToken      notifications/progress while the call runs

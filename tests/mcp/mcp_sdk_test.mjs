@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
+  CallToolResultSchema,
   ElicitRequestSchema,
+  TaskStatusNotificationSchema,
   LoggingMessageNotificationSchema,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -38,6 +40,11 @@ const expected = [
   'no elicitation capability: unavailable',
   'tool argument error',
   'unknown tool is a JSON-RPC error',
+  'tasks: capability and taskSupport',
+  'tasks: callToolStream to the same result a plain call gives',
+  'tasks: getTask, listTasks, getTaskResult',
+  'tasks: cancelTask kills the command; cancelling an ended task is an error',
+  'tasks: an escalation makes the task input_required until answered',
   'client closes: nothing left running',
 ];
 const ran = new Set();
@@ -275,6 +282,99 @@ await section('unknown tool is a JSON-RPC error', async () => {
     code = e instanceof McpError ? e.code : e;
   }
   check('unknown tool: -32602', code === -32602, String(code));
+});
+
+// Tasks (2025-11-25): a `bash` call as a task, driven through the SDK's
+// experimental task API, which polls tasks/get and then reads tasks/result.
+await section('tasks: capability and taskSupport', async () => {
+  const caps = client.getServerCapabilities();
+  check('tasks: the server declares tasks.requests.tools.call, list and cancel',
+    caps?.tasks?.requests?.tools?.call !== undefined && caps?.tasks?.list !== undefined && caps?.tasks?.cancel !== undefined,
+    JSON.stringify(caps?.tasks));
+  const { tools } = await client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  check('tasks: bash is optional, bash_output and bash_kill are not tasks',
+    byName.bash.execution?.taskSupport === 'optional' && byName.bash_output.execution === undefined &&
+      byName.bash_kill.execution === undefined, JSON.stringify(tools.map((t) => t.execution)));
+});
+
+await section('tasks: callToolStream to the same result a plain call gives', async () => {
+  const call = bash('echo from-a-task; exit 5');
+  const plain = await client.callTool(call);
+  const seen = [];
+  let result;
+  for await (const message of client.experimental.tasks.callToolStream(call, undefined, { task: { ttl: 60000 } })) {
+    seen.push(message.type);
+    if (message.type === 'result') result = message.result;
+    if (message.type === 'error') check('tasks: no error in the stream', false, String(message.error));
+  }
+  check('tasks: taskCreated first, result last', seen[0] === 'taskCreated' && seen.at(-1) === 'result', seen.join(','));
+  check('tasks: the same text as the plain call', result && text(result) === text(plain), JSON.stringify(result));
+  check('tasks: the same structuredContent', JSON.stringify(result?.structuredContent) === JSON.stringify(plain.structuredContent),
+    JSON.stringify(result?.structuredContent));
+  check('tasks: the result names its task', typeof result?._meta?.['io.modelcontextprotocol/related-task']?.taskId === 'string');
+});
+
+await section('tasks: getTask, listTasks, getTaskResult', async () => {
+  let created;
+  for await (const message of client.experimental.tasks.callToolStream(bash('echo listed'), undefined, { task: {} })) {
+    if (message.type === 'taskCreated') created = message.task;
+  }
+  check('tasks: created with an id, working, timestamps and a ttl', created?.status === 'working' &&
+    typeof created?.taskId === 'string' && !Number.isNaN(Date.parse(created?.createdAt)) && typeof created?.ttl === 'number',
+    JSON.stringify(created));
+  const got = await client.experimental.tasks.getTask(created.taskId);
+  check('tasks: getTask says completed', got.status === 'completed', JSON.stringify(got));
+  const listed = await client.experimental.tasks.listTasks();
+  check('tasks: listTasks holds it', listed.tasks.some((t) => t.taskId === created.taskId && t.status === 'completed'),
+    JSON.stringify(listed));
+  const again = await client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
+  check('tasks: getTaskResult gives the result again', text(again) === 'listed\n', JSON.stringify(again));
+});
+
+await section('tasks: cancelTask kills the command; cancelling an ended task is an error', async () => {
+  const needle = `sleep 7${tag}`;
+  const stream = client.experimental.tasks.callToolStream(bash(needle), undefined, { task: {} });
+  const first = await stream.next();
+  const id = first.value?.task?.taskId;
+  check('cancel: a task was created', typeof id === 'string', JSON.stringify(first.value));
+  check('cancel: the sleep runs', await waitUntil(() => pids(needle).length > 0, 10000));
+  const cancelled = await client.experimental.tasks.cancelTask(id);
+  check('cancel: answered cancelled', cancelled.status === 'cancelled', JSON.stringify(cancelled));
+  check('cancel: the process is gone', await waitUntil(() => pids(needle).length === 0, 10000), pids(needle).join(' '));
+  let last;
+  for await (const message of stream) last = message;
+  check('cancel: the stream ends with an error', last?.type === 'error', JSON.stringify(last));
+  check('cancel: getTask says cancelled', (await client.experimental.tasks.getTask(id)).status === 'cancelled');
+  let code;
+  try {
+    await client.experimental.tasks.cancelTask(id);
+  } catch (e) {
+    code = e instanceof McpError ? e.code : String(e);
+  }
+  check('cancel: cancelling it again is -32602', code === -32602, String(code));
+});
+
+await section('tasks: an escalation makes the task input_required until answered', async () => {
+  const statuses = [];
+  client.setNotificationHandler(TaskStatusNotificationSchema, (n) => statuses.push(n.params));
+  answer = { action: 'accept', content: { approve: true } };
+  const before = main.questions.length;
+  let result;
+  let id;
+  for await (const message of client.experimental.tasks.callToolStream(escalate('from-task'), undefined, { task: {} })) {
+    if (message.type === 'taskCreated') id = message.task.taskId;
+    if (message.type === 'result') result = message.result;
+  }
+  answer = { action: 'cancel' };
+  const q = main.questions[before];
+  check('input_required: the question was asked, naming its task',
+    typeof q?._meta?.['io.modelcontextprotocol/related-task']?.taskId === 'string', JSON.stringify(q?._meta));
+  check('input_required: the approved command ran', existsSync(join(workdir, 'from-task')) && result?.isError === false,
+    JSON.stringify(result));
+  const mine = statuses.filter((t) => t.taskId === id).map((t) => t.status);
+  check('input_required: notifications/tasks/status went input_required, working, completed',
+    mine.join(',') === 'input_required,working,completed', mine.join(','));
 });
 
 await section('client closes: nothing left running', async () => {

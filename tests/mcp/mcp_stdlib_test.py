@@ -35,6 +35,7 @@ EXPECTED = [
     "the approval question shows the whole command",
     "a cancelled background start leaves nothing running",
     "ids echoed exactly as sent",
+    "tasks over raw JSON-RPC",
     "end of input",
 ]
 
@@ -381,6 +382,58 @@ s.send_raw(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requ
 check("and a cancellation naming that id kills it", wait_until(lambda: not alive(needle), 10))
 r = s.request("next", "ping")
 check("with no response", r["id"] == "next", r)
+check("exit 0", s.close() == 0)
+
+section("tasks over raw JSON-RPC")
+s = Server()
+s.initialize("2025-06-18")
+r = s.request(1, "tools/call", {**bash("echo plain"), "task": {}})
+check("before 2025-11-25 a task field is ignored: a plain result", "content" in r.get("result", {}), r)
+r = s.request(2, "tasks/list")
+check("before 2025-11-25 tasks/list is not a method", r.get("error", {}).get("code") == -32601, r)
+check("exit 0", s.close() == 0)
+s = Server()
+init = s.initialize()
+check("2025-11-25 declares the tasks capability",
+      init["result"]["capabilities"].get("tasks", {}).get("requests", {}).get("tools", {}).get("call") == {}, init)
+r = s.request(1, "tools/call", {**bash("echo x"), "task": "soon"})
+check("a task that is not an object: -32602", r["error"]["code"] == -32602, r)
+r = s.request(2, "tools/call", {"name": "bash_output", "arguments": {"task_id": "bash-1"}, "task": {}})
+check("bash_output as a task: -32602 naming why", r["error"]["code"] == -32602 and "forbidden" in r["error"]["message"], r)
+r = s.request(3, "tools/call", {**bash("echo x"), "task": {"ttl": -5}})
+check("a negative ttl: -32602", r["error"]["code"] == -32602, r)
+r = s.request(4, "tasks/get", {"taskId": "task-999"})
+check("an unknown task: -32602", r["error"]["code"] == -32602 and "unknown task" in r["error"]["message"], r)
+r = s.request(5, "tasks/get", {})
+check("tasks/get without taskId: -32602", r["error"]["code"] == -32602, r)
+r = s.request(6, "tasks/list", {"cursor": "not-a-cursor"})
+check("a cursor tasks/list never gave: -32602", r["error"]["code"] == -32602, r)
+needle = f"sleep 8{TAG}"
+created = s.request(7, "tools/call", {**bash(f"echo started; {needle}"), "task": {"ttl": 3600000000}})
+task = created["result"]["task"]
+check("CreateTaskResult at once, working", task["status"] == "working" and task["taskId"], created)
+check("the ttl is capped by the server", task["ttl"] <= 3600000, task)
+# tasks/result waits: answered only when the task ends, here by tasks/cancel.
+s.send({"jsonrpc": "2.0", "id": 8, "method": "tasks/result", "params": {"taskId": task["taskId"]}})
+check("the command runs", wait_until(lambda: alive(needle), 10))
+cancel = s.request(9, "tasks/cancel", {"taskId": task["taskId"]})
+check("tasks/cancel answers the task, cancelled", cancel.get("result", {}).get("status") == "cancelled", cancel)
+waiting = s.response(8)
+check("the waiting tasks/result is answered with an error", waiting.get("error", {}).get("code") == -32602, waiting)
+check("the command is killed", wait_until(lambda: not alive(needle), 10))
+statuses = [n["params"]["status"] for n in s.notes
+            if n.get("method") == "notifications/tasks/status" and n["params"]["taskId"] == task["taskId"]]
+check("notifications/tasks/status: cancelled", statuses == ["cancelled"], statuses)
+done = s.request(10, "tools/call", {**bash("exit 3"), "task": {}})["result"]["task"]
+check("a finished task's result arrives", wait_until(
+    lambda: s.request(11, "tasks/get", {"taskId": done["taskId"]})["result"]["status"] == "completed", 10))
+r = s.request(12, "tasks/result", {"taskId": done["taskId"]})
+check("tasks/result: the CallToolResult, isError false for a non-zero exit",
+      r["result"]["isError"] is False and r["result"]["structuredContent"]["exit_code"] == 3, r)
+r = s.request(13, "tasks/cancel", {"taskId": done["taskId"]})
+check("cancelling an ended task: -32602", r["error"]["code"] == -32602 and "already ended" in r["error"]["message"], r)
+listed = s.request(14, "tasks/list")["result"]["tasks"]
+check("tasks/list: both tasks, oldest first", [t["taskId"] for t in listed] == [task["taskId"], done["taskId"]], listed)
 check("exit 0", s.close() == 0)
 
 section("end of input")

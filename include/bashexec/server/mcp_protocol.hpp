@@ -182,8 +182,15 @@ inline approval_outcome approval_from(const nlohmann::json& message) {
 
 /// The result of `initialize` under the negotiated `version`.
 inline nlohmann::json initialize_result(std::string_view version) {
+  nlohmann::json capabilities = {{"tools", {{"listChanged", false}}}, {"logging", nlohmann::json::object()}};
+  // 2025-11-25's tasks (server/mcp_tasks.hpp): tools/call may be a task, and
+  // the session's tasks can be listed and cancelled.
+  if (at_least(version, "2025-11-25"))
+    capabilities["tasks"] = {{"list", nlohmann::json::object()},
+                             {"cancel", nlohmann::json::object()},
+                             {"requests", {{"tools", {{"call", nlohmann::json::object()}}}}}};
   return {{"protocolVersion", version},
-          {"capabilities", {{"tools", {{"listChanged", false}}}, {"logging", nlohmann::json::object()}}},
+          {"capabilities", std::move(capabilities)},
           {"serverInfo", {{"name", "bashexec"}, {"version", std::string(bashexec::version)}}},
           {"instructions",
            "Shell tools: bash runs a command (foreground, or run_in_background), bash_output reads a background "
@@ -349,6 +356,10 @@ inline nlohmann::json tool_list(const nlohmann::json& schemas, std::string_view 
     // Structured results came with 2025-06-18: from then every tool declares
     // the facts it answers with (tool_facts_schema), which clients validate.
     if (at_least(version, "2025-06-18")) tool["outputSchema"] = tool_facts_schema();
+    // Only `bash` runs as a task (bash_output and bash_kill answer at once:
+    // their default, "forbidden").
+    if (at_least(version, "2025-11-25") && schema["name"] == bash_tool_name)
+      tool["execution"] = {{"taskSupport", "optional"}};
     list.push_back(std::move(tool));
   }
   return list;

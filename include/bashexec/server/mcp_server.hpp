@@ -1,7 +1,8 @@
 // server/mcp_server: the tools as a Model Context Protocol server over two
 // descriptors (`bashexec mcp`; docs/tool-protocol.md), embeddable by a C++
 // host (docs/embedding-server.md): lifecycle, tools/list, tools/call,
-// cancellation, progress, logging notices, elicitation for escalations, and
+// cancellation, progress, logging notices, elicitation for escalations,
+// tasks (2025-11-25: a `bash` call as a task; server/mcp_tasks.hpp) and
 // batches where the negotiated version allows them. The wire vocabulary is
 // mcp_protocol.hpp's; the reader, writer, worker slots and `call_runner` are
 // shared with json_lines_server. One connection is one session.
@@ -30,6 +31,7 @@
 #include "bashexec/server/line_transport.hpp"
 #include "bashexec/server/mcp_calls.hpp"
 #include "bashexec/server/mcp_protocol.hpp"
+#include "bashexec/server/mcp_tasks.hpp"
 #include "bashexec/server/options.hpp"
 #include "bashexec/server/request_parse.hpp"
 #include "bashexec/server/session_logs.hpp"
@@ -47,6 +49,8 @@ struct mcp_server_options : server_options {
   std::string session = "mcp";
   /// How often a call that carries a progress token is told how it runs.
   std::chrono::milliseconds progress_interval{500};
+  /// Retention, count and page size of the session's tasks.
+  mcp::task_limits tasks{};
 };
 
 template <class Executor>
@@ -63,6 +67,7 @@ class mcp_server : public line_transport {
         options_(std::move(options)),
         logs_(options_.session_dir),
         log_(logs_.open(options_.session)),
+        tasks_(options_.tasks),
         tools_(executor, [this](const std::optional<owner_token>&, const std::string& notice) { log_notice(notice); }),
         runner_(tools_, options_.approve, options_.workdir,
                 [this](const approval_request& request, std::stop_token stop) {
@@ -94,6 +99,7 @@ class mcp_server : public line_transport {
   /// Safe from any thread (a signal-watching thread, say).
   void stop() noexcept {
     stop_transport();
+    tasks_.stop_all();
     questions_.cancel_all();
     wake_ticker();
   }
@@ -178,6 +184,10 @@ class mcp_server : public line_transport {
       return true;
     }
     if (name == "tools/call") return call_tool(std::move(id), params, batch);
+    if (name.starts_with("tasks/") && tasks_negotiated()) {
+      handle_task_request(std::move(id), name, params, batch);
+      return true;
+    }
     if (name == "logging/setLevel") {
       const auto level = params.find("level");
       const auto index = level != params.end() ? mcp::log_level(*level) : std::nullopt;
@@ -248,6 +258,8 @@ class mcp_server : public line_transport {
                        fmt::format("unknown tool {} (bash, bash_output, bash_kill)", command_summary(tool, 100))));
       return true;
     }
+    if (const auto task = params.find("task"); task != params.end() && tasks_negotiated())
+      return start_task(std::move(id), tool, params, *task, batch);
     auto call = std::make_shared<mcp::call_state>();
     call->id = id;
     call->key = mcp::id_key(id);
@@ -282,6 +294,148 @@ class mcp_server : public line_transport {
         },
         [this, call](std::string_view reason) { finish_call(call, tool_result{std::string(reason), true}); });
     return true;
+  }
+
+  // ---- tasks (2025-11-25) --------------------------------------------------
+
+  bool tasks_negotiated() {
+    std::lock_guard lock(mutex_);
+    return version_ && mcp::at_least(*version_, mcp::tasks_revision);
+  }
+
+  /// A task-augmented tools/call: checked, answered with CreateTaskResult
+  /// at once, then run as the plain call would be, on a worker slot.
+  bool start_task(nlohmann::json id, const std::string& tool, const nlohmann::json& params,
+                  const nlohmann::json& task_params, const std::shared_ptr<mcp::batch_replies>& batch) {
+    if (!task_params.is_object()) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_params, "\"task\" must be an object ({ttl?: number})"));
+      return true;
+    }
+    if (tool != bash_tool_name) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_params,
+                              fmt::format("{} does not run as a task (its execution.taskSupport is forbidden: it "
+                                          "answers at once); call it without \"task\"",
+                                          tool)));
+      return true;
+    }
+    std::optional<std::int64_t> ttl;
+    if (const auto asked = task_params.find("ttl"); asked != task_params.end() && !asked->is_null()) {
+      if (!asked->is_number() || asked->get<double>() < 0) {
+        reply(batch, mcp::error(std::move(id), mcp::invalid_params, "\"task.ttl\" must be a number of milliseconds"));
+        return true;
+      }
+      ttl = static_cast<std::int64_t>(std::min(asked->get<double>(), 1e15));
+    }
+    std::shared_ptr<mcp::mcp_task> task = tasks_.create(ttl);
+    if (!task) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_request,
+                              fmt::format("the session holds {} tasks already; wait for some to end or be forgotten",
+                                          options_.tasks.max_tasks)));
+      return true;
+    }
+    tool_call work{id, tool, nlohmann::json::object(), options_.session, log_, nullptr};
+    if (const auto args = params.find("arguments"); args != params.end()) work.args = *args;
+    reply(batch, mcp::result(std::move(id), {{"task", tasks_.describe(*task)}}));
+    if (!pool_.acquire()) {
+      send(tasks_.finish(*task, mcp::call_result(nullptr, tool_result{"the server is shutting down; the call did not run", true}, version_or_none())["result"], true, "the server is shutting down"));
+      return false;
+    }
+    pool_.launch(
+        [this, task, work = std::move(work)] {
+          tool_result result;
+          {
+            std::stop_callback link(pool_.stop_token(), [task] { task->stop.request_stop(); });
+            struct on_this_thread {
+              explicit on_this_thread(mcp::mcp_task* task) { current_task_ = task; }
+              ~on_this_thread() { current_task_ = nullptr; }
+            } running(task.get());
+            result = runner_.call(work, task->stop.get_token());
+          }
+          finish_task(*task, std::move(result));
+        },
+        [this, task](std::string_view reason) { finish_task(*task, tool_result{std::string(reason), true}); });
+    return true;
+  }
+
+  /// The task's call answered: its result is kept (unless it was cancelled)
+  /// and every waiting tasks/result answered. Never throws.
+  void finish_task(mcp::mcp_task& task, tool_result result) noexcept {
+    try {
+      const bool failed = result.is_error;
+      std::string message;
+      if (failed) message = result.text.substr(0, std::min<std::size_t>(result.text.find('\n'), 300));
+      send(tasks_.finish(task, mcp::call_result(nullptr, std::move(result), version_or_none())["result"], failed,
+                         to_valid_utf8(message)));
+    } catch (...) {
+      out_.emit(nullptr);
+    }
+  }
+
+  /// tasks/get, tasks/result, tasks/list, tasks/cancel.
+  void handle_task_request(nlohmann::json id, const std::string& name, const nlohmann::json& params,
+                           const std::shared_ptr<mcp::batch_replies>& batch) {
+    if (name == "tasks/list") {
+      std::optional<std::string> cursor;
+      if (const auto at = params.find("cursor"); at != params.end() && !at->is_null()) {
+        if (!at->is_string()) {
+          reply(batch, mcp::error(std::move(id), mcp::invalid_params, "\"cursor\" must be a string"));
+          return;
+        }
+        cursor = at->get<std::string>();
+      }
+      auto page = tasks_.list(cursor);
+      reply(batch, page ? mcp::result(std::move(id), std::move(*page))
+                        : mcp::error(std::move(id), mcp::invalid_params, "\"cursor\" is not one tasks/list gave"));
+      return;
+    }
+    if (name != "tasks/get" && name != "tasks/result" && name != "tasks/cancel") {
+      reply(batch, mcp::error(std::move(id), mcp::method_not_found,
+                              fmt::format("method not found: {}", command_summary(name, 100))));
+      return;
+    }
+    const auto task_id = params.find("taskId");
+    if (task_id == params.end() || !task_id->is_string()) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_params, fmt::format("{} needs a string \"taskId\"", name)));
+      return;
+    }
+    const std::shared_ptr<mcp::mcp_task> task = tasks_.find(task_id->get<std::string>());
+    if (!task) {
+      reply(batch, mcp::error(std::move(id), mcp::invalid_params,
+                              fmt::format("unknown task {} (never created in this session, or forgotten past its ttl)",
+                                          command_summary(task_id->get<std::string>(), 100))));
+      return;
+    }
+    if (name == "tasks/get") {
+      reply(batch, mcp::result(std::move(id), tasks_.describe(*task)));
+    } else if (name == "tasks/cancel") {
+      auto [outcome, change] = tasks_.cancel(*task);
+      if (outcome == mcp::task_board::cancel_outcome::already_ended) {
+        const nlohmann::json facts = tasks_.describe(*task);
+        reply(batch, mcp::error(std::move(id), mcp::invalid_params,
+                                fmt::format("task {} has already ended ({}); nothing was cancelled", task->id,
+                                            facts["status"].get<std::string>())));
+        return;
+      }
+      reply(batch, mcp::result(std::move(id), tasks_.describe(*task)));
+      send(std::move(change));
+    } else if (batch) {
+      // A batch waits for all its answers, and a task's result may take
+      // hours: inside a batch, tasks/result answers only an ended task.
+      if (auto now = tasks_.result_now(*task, id))
+        reply(batch, std::move(*now));
+      else
+        reply(batch, mcp::error(std::move(id), mcp::invalid_request,
+                                "tasks/result of a task still running cannot be part of a batch"));
+    } else if (auto now = tasks_.result_or_wait(*task, id)) {  // tasks/result
+      out_.emit(*now);
+    }
+  }
+
+  /// Sends what a task change produced: the status notification, then the
+  /// answers to waiting tasks/result requests.
+  void send(mcp::task_change change) {
+    if (change.status) out_.emit(*change.status);
+    for (const auto& response : change.responses) out_.emit(response);
   }
 
   // ---- the worker threads -----------------------------------------------
@@ -325,12 +479,23 @@ class mcp_server : public line_transport {
       version = version_.value_or("");
     }
     auto [id, answer] = questions_.open();
-    const auto question = mcp::elicitation_request(id, request, version);
+    auto question = mcp::elicitation_request(id, request, version);
+    // A task's question says which task asks, and the task waits for it.
+    mcp::mcp_task* const task = current_task_;
+    if (question && task) (*question)["params"]["_meta"][std::string(mcp::related_task_key)] = {{"taskId", task->id}};
     if (!question) {  // too long to show (the tool layer refuses it before asking)
       questions_.settle(id, approval_outcome::unavailable);
       return approval_outcome::unavailable;
     }
+    if (task) send(tasks_.set_waiting(*task, true));
     out_.emit(*question);
+    struct back_to_work {
+      mcp_server& server;
+      mcp::mcp_task* task;
+      ~back_to_work() {
+        if (task) server.send(server.tasks_.set_waiting(*task, false));
+      }
+    } after_answer{*this, task};
     // A cancelled call withdraws its question (and tells the client so).
     std::stop_callback withdraw(stop, [this, id = id] {
       if (questions_.settle(id, approval_outcome::cancelled))
@@ -389,6 +554,10 @@ class mcp_server : public line_transport {
   std::atomic<std::size_t> min_level_{0};
   mcp::calls_in_flight calls_;
   mcp::questions questions_;
+  mcp::task_board tasks_;
+  /// The task whose call runs on this worker thread, if any (its questions
+  /// make it input_required).
+  static inline thread_local mcp::mcp_task* current_task_ = nullptr;
 
   // Unsubscribes from the executor before the members above go away.
   bash_tools<Executor> tools_;

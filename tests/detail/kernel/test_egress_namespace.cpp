@@ -278,7 +278,7 @@ TEST_CASE("the pool refills when the call that took one is over, not while it ru
   CHECK(pool.take());
 }
 
-TEST_CASE("an empty pool gives nothing and never waits; a pool's end closes what it held", "[egress-namespace][pool]") {
+TEST_CASE("an empty pool gives nothing and never waits, and a pool's end closes what it held", "[egress-namespace][pool]") {
   if (skip_unless_root()) return;
   const std::size_t before = open_descriptor_count();
   {
