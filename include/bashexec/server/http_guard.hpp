@@ -125,7 +125,8 @@ inline std::string read_token_file(const std::filesystem::path& path) {
     throw std::invalid_argument(fmt::format("--token-file {}: cannot be read", path.string()));
   if (!token.empty() && token.back() == '\r') token.pop_back();
   if (token.size() < 16)
-    throw std::invalid_argument(fmt::format("--token-file {}: the token must be at least 16 characters", path.string()));
+    throw std::invalid_argument(
+        fmt::format("--token-file {}: the token must be at least 16 characters", path.string()));
   if (!std::all_of(token.begin(), token.end(), [](char c) { return c > 0x20 && c < 0x7f; }))
     throw std::invalid_argument(
         fmt::format("--token-file {}: the token may hold visible ASCII characters only", path.string()));

@@ -337,7 +337,7 @@ class mcp_server : public line_transport {
     if (const auto args = params.find("arguments"); args != params.end()) work.args = *args;
     reply(batch, mcp::result(std::move(id), {{"task", tasks_.describe(*task)}}));
     if (!pool_.acquire()) {
-      send(tasks_.finish(*task, mcp::call_result(nullptr, tool_result{"the server is shutting down; the call did not run", true}, version_or_none())["result"], true, "the server is shutting down"));
+      finish_task(*task, tool_result{"the server is shutting down; the call did not run", true});
       return false;
     }
     pool_.launch(

@@ -252,7 +252,8 @@ class task_board {
   static nlohmann::json cancelled_response(nlohmann::json id, const mcp_task& task) {
     return {{"jsonrpc", "2.0"},
             {"id", std::move(id)},
-            {"error", {{"code", -32602}, {"message", fmt::format("task {} was cancelled; it has no result", task.id)}}}};
+            {"error",
+             {{"code", -32602}, {"message", fmt::format("task {} was cancelled; it has no result", task.id)}}}};
   }
 
   void end(mcp_task& task, task_change& change) {
