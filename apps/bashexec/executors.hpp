@@ -8,7 +8,8 @@
 #include <type_traits>
 #include <utility>
 
-#include <bashexec/network/egress_proxy.hpp>
+#include <memory>
+
 #include <bashexec/bashexec.hpp>
 // This program composes executors of its own (fork_exec unconfined, and
 // prespawned) and links bashexec::compiled, which holds only the shipped
@@ -18,6 +19,12 @@
 #include "options.hpp"
 
 namespace bashexec::cli {
+
+/// The egress proxy of `--network allowlist` (network/egress_proxy.hpp).
+/// Defined in egress_gateway.cpp, a unit of its own: Asio and Beast are the
+/// heaviest headers the program compiles, and apart they build beside
+/// main.cpp rather than inside it (docs/testing.md).
+std::shared_ptr<egress_gateway> make_egress_gateway();
 
 /// `Policies` with its spawn policy replaced by `Spawn`: the same
 /// confinement, output and ownership, so the warm sandbox stays the
@@ -38,7 +45,7 @@ inline executor_config make_config(const common_options& options) {
   config.sandbox.default_mode = options.mode;
   config.sandbox.network = options.network;
   config.sandbox.egress = options.egress;
-  if (proxies_network(options.network)) config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
+  if (proxies_network(options.network)) config.sandbox.gateway = make_egress_gateway();
   config.containment = options.containment;
   config.limits = options.limits;
   if (options.prespawn) config.prespawn.per_key = *options.prespawn;
