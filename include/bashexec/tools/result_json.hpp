@@ -188,12 +188,11 @@ inline nlohmann::json tool_facts_schema() {
       {"stderr_truncated", flag("stderr was cut to the output cap; the whole stream is in stderr_spill_path")},
       {"stdout_spill_path", nullable("string", "the file holding the full stdout")},
       {"stderr_spill_path", nullable("string", "the file holding the full stderr")},
-      {"network", {{"type", {"object", "null"}},
-                   {"description", "under network allowlist: every connection attempt, in order"}}},
+      {"network", nullable("object", "under network allowlist: every connection attempt, in order")},
       {"task_id", nullable("string", "the background task's id")},
       {"status", nullable("string", "the background task's status: running, completed, killed, forgotten")},
-      {"lossy", {{"type", {"boolean", "null"}}, {"description", "bash_output: output was lost between reads"}}},
-      {"killed", {{"type", {"boolean", "null"}}, {"description", "bash_kill: this call killed the task"}}}};
+      {"lossy", nullable("boolean", "bash_output: output was lost between reads")},
+      {"killed", nullable("boolean", "bash_kill: this call killed the task")}};
   nlohmann::json required = nlohmann::json::array();
   for (const auto& [key, value] : properties.items()) required.push_back(key);
   return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)}};
