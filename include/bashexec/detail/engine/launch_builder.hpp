@@ -203,11 +203,6 @@ class launch_builder {
   /// longer competes with it. Returns the final report.
   network_report close_egress(egress_session& session) const;
 
-  /// Under `network = allowlist` with CAP_SYS_ADMIN, the namespaces made
-  /// ahead of the call; else null. For tests and benchmarks that count
-  /// descriptors and must wait for its refill.
-  egress_namespace_pool* egress_namespaces() const noexcept { return egress_namespaces_.get(); }
-
   /// The one place a spawned `launch` becomes a child_run, for both drivers:
   /// the parent lets go of the child's ends, stdout is collected up to
   /// `stdout_cap` and stderr up to the executor's output_cap, and `kind`
