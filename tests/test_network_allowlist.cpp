@@ -255,6 +255,41 @@ TEMPLATE_TEST_CASE("allowlist: what the policy refuses is refused before any con
   CHECK(remote.requests().empty());  // pypi.org maps to the remote host: refused before connecting
 }
 
+TEMPLATE_TEST_CASE("allowlist: the namespace the executor holds ready for the next call cannot be joined by a "
+                   "command through /proc",
+                   "[network][allowlist]", bwrap_executor, landlock_executor) {
+  SKIP_UNLESS(backend_missing<TestType>(true));
+  SKIP_WITHOUT_REMOTE_HOST();
+  if (!detail::has_effective_capability(CAP_SYS_ADMIN)) {
+    WARN("skipped: without CAP_SYS_ADMIN the executor makes no namespace ahead of the call");
+    return;
+  }
+  remote_host remote;
+  workspace ws;
+  TestType exec(allowlist_config(remote, ws));
+  run(exec, command("true"));
+  // The target exists: the executor's process holds a ready namespace.
+  bool holds_one = false;
+  for (int tries = 0; tries < 100 && !holds_one; ++tries) {
+    for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+      std::error_code gone;
+      if (fs::read_symlink(entry.path(), gone).string().starts_with("net:[")) holds_one = true;
+    }
+    if (!holds_one) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(holds_one);
+  const std::string fds = "/proc/" + std::to_string(::getpid()) + "/fd";
+  const run_result result = run(exec, command(
+      "for fd in " + fds + "/*; do case \"$(readlink \"$fd\" 2>/dev/null)\" in net:*) "
+      "if nsenter --net=\"$fd\" true 2>/dev/null; then echo joined; else echo refused; fi;; esac; done; echo done"));
+  INFO(result.out.text << result.err.text);
+  // Under bwrap the host's pids are not in the command's /proc; under
+  // Landlock the host is outside its domain, so its descriptors cannot be
+  // read; and a descriptor would not do: setns needs CAP_SYS_ADMIN.
+  CHECK(result.out.text.find("joined") == std::string::npos);
+  CHECK(result.out.text.ends_with("done\n"));
+}
+
 TEMPLATE_TEST_CASE("allowlist: a command that ignores the proxy reaches nothing", "[network][allowlist]",
                    bwrap_executor, landlock_executor) {
   SKIP_UNLESS(backend_missing<TestType>(true));
