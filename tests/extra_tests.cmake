@@ -133,10 +133,15 @@ if(TARGET bashexec_cli)
   add_test(NAME mcp_sdk_client
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run.sh ${mcp_node_work}
             ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_sdk_test.mjs $<TARGET_FILE:bashexec_cli> ${mcp_node_work})
+  # The same checks over `bashexec mcp --http` and StreamableHTTPClientTransport,
+  # and those only HTTP has (Last-Event-ID resume, DELETE, SIGTERM).
+  add_test(NAME mcp_sdk_http_client
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run.sh ${mcp_node_work}
+            ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_sdk_test.mjs $<TARGET_FILE:bashexec_cli> ${mcp_node_work} --http)
   add_test(NAME example_mcp_client
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run.sh ${mcp_node_work}
             ${PROJECT_SOURCE_DIR}/examples/mcp/mcp_client.mjs $<TARGET_FILE:bashexec_cli> "echo hello from bashexec")
-  set_tests_properties(mcp_sdk_client example_mcp_client PROPERTIES
+  set_tests_properties(mcp_sdk_client mcp_sdk_http_client example_mcp_client PROPERTIES
     TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mcp" RESOURCE_LOCK bashexec_mcp_node)
   add_test(NAME mcp_stdlib_client
     COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_stdlib_test.py $<TARGET_FILE:bashexec_cli>

@@ -21,12 +21,15 @@
 
 #include <bashexec/bashexec.hpp>
 #include <bashexec/server/json_lines_server.hpp>
+#include <bashexec/server/http_guard.hpp>
+#include <bashexec/server/http_sessions.hpp>
 #include <bashexec/server/mcp_server.hpp>
 #include <bashexec/tools/bash_tools.hpp>
 #include <bashexec/tools/render.hpp>
 #include <bashexec/tools/result_json.hpp>
 
 #include "executors.hpp"
+#include "mcp_http.hpp"
 #include "options.hpp"
 #include "signals.hpp"
 #include "temp_dirs.hpp"
@@ -252,11 +255,23 @@ server::mcp_server_options server_options_of(const mcp_options& options) {
   return out;
 }
 
-/// Runs a server (`json_lines_server` or `mcp_server`) until end of input or
-/// a signal: the session directory (a private one unless --session-dir), the
-/// executor, the signal hook, and the cleanup after it.
-template <template <class> class Server, class Options>
-int run_server(const Options& options) {
+/// Serves with `Server` (`json_lines_server` or `mcp_server`) on stdin and
+/// stdout until end of input or a signal.
+template <template <class> class Server>
+struct over_stdio {
+  template <class Executor, class Served>
+  void operator()(Executor& executor, Served served, signal_watch& signals) const {
+    Server<Executor> server(executor, std::move(served));
+    const auto on_signal = signals.on_signal([&server] { server.stop(); });
+    server.serve();
+  }
+};
+
+/// Runs a server until it ends or a signal: the session directory (a
+/// private one unless --session-dir), the executor, `serve(executor,
+/// server options, signals)`, and the cleanup after it.
+template <class Options, class Serve>
+int run_server(const Options& options, Serve&& serve) {
   std::filesystem::path session_dir;
   std::optional<session_directory> private_dir;  // removed last, after the executor
   sweep_leftovers();
@@ -279,11 +294,7 @@ int run_server(const Options& options) {
       auto served = server_options_of(options);
       served.session_dir = session_dir;
       served.workdir = options.workdir ? std::filesystem::absolute(*options.workdir) : std::filesystem::current_path();
-      Server<std::remove_reference_t<decltype(executor)>> server(executor, std::move(served));
-      {
-        const auto on_signal = signals.on_signal([&server] { server.stop(); });
-        server.serve();
-      }
+      serve(executor, std::move(served), signals);
       return 0;
       // Leaving this scope destroys the server, then the executor: every
       // background task is killed and reaped, the spill files removed.
@@ -306,12 +317,24 @@ int serve_command(std::vector<std::string_view> argv) {
   serve_options options;
   const auto answered = read_flags("serve", std::move(argv), with_limits_help(serve_help),
                                    [&](auto flag, auto& args) { return parse_server_flag(flag, args, options); });
-  return answered ? *answered : run_server<server::json_lines_server>(options);
+  return answered ? *answered : run_server(options, over_stdio<server::json_lines_server>{});
 }
 
 int mcp_command(std::vector<std::string_view> argv) {
   mcp_options options;
   const auto answered = read_flags("mcp", std::move(argv), with_limits_help(mcp_help), [&](auto flag, auto& args) {
+    if (flag == "--http")
+      return parse_http_address(args.value(flag), options), true;
+    if (flag == "--token-file")
+      return options.token_file = std::string(args.value(flag)), true;
+    if (flag == "--allow-host")
+      return options.allow_hosts.emplace_back(args.value(flag)), true;
+    if (flag == "--allow-origin")
+      return options.allow_origins.emplace_back(args.value(flag)), true;
+    if (flag == "--max-sessions")
+      return options.max_sessions = parse_count(flag, args.value(flag), "sessions", 4096), true;
+    if (flag == "--session-idle-timeout")
+      return options.session_idle_timeout = parse_duration(flag, args.value(flag)), true;
     if (flag != "--session") return parse_server_flag(flag, args, options);
     options.session = std::string(args.value(flag));
     if (options.session.empty() || options.session.size() > server::request_limits{}.max_session_bytes)
@@ -319,7 +342,25 @@ int mcp_command(std::vector<std::string_view> argv) {
           fmt::format("--session: expected an id of 1 to {} bytes", server::request_limits{}.max_session_bytes));
     return true;
   });
-  return answered ? *answered : run_server<server::mcp_server>(options);
+  if (answered) return *answered;
+  if (!options.http_address) {
+    if (options.token_file || !options.allow_hosts.empty() || !options.allow_origins.empty())
+      throw usage_error("mcp: --token-file, --allow-host and --allow-origin need --http ADDR:PORT");
+    return run_server(options, over_stdio<server::mcp_server>{});
+  }
+  // Refused before anything starts, as a usage error.
+  try {
+    if (options.token_file) (void)server::http::read_token_file(*options.token_file);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  if (!options.token_file && !server::http::is_loopback_address(*options.http_address))
+    throw usage_error(fmt::format("--http {}: any address but the loopback needs --token-file (whoever reaches it "
+                                  "could run commands)",
+                                  *options.http_address));
+  return run_server(options, [&options](auto& executor, server::mcp_server_options served, signal_watch& signals) {
+    serve_mcp_http(server::mcp_sessions(executor, std::move(served)), options, signals);
+  });
 }
 
 int main_impl(int argc, char** argv) {

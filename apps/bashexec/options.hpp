@@ -228,6 +228,26 @@ Options:
                       serve (defaults 1000 tasks, 16M, 1h)
   --write-timeout TIME  as for serve (default 30s)
   -h, --help          this text
+
+Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.md):
+  --http ADDR:PORT    serve at http://ADDR:PORT/mcp instead of stdio (PORT 0:
+                      any free port; the address is printed on stderr). Each
+                      client session (MCP-Session-Id) is a session of its own:
+                      it owns its tasks, its mode override lives in memory
+  --token-file FILE   every request must carry `Authorization: Bearer TOKEN`,
+                      TOKEN the file's first line (16+ visible ASCII
+                      characters; the file readable by its owner only).
+                      Required for any address but the loopback
+  --allow-host HOST:PORT, --allow-origin ORIGIN
+                      Host and Origin values admitted besides the bound
+                      address's own (403 otherwise: DNS-rebinding protection)
+  --max-sessions N    sessions at once (default 64; an initialize past it: 503)
+  --session-idle-timeout TIME
+                      a session without a request or an open stream for this
+                      long is ended and its commands killed (default 30m)
+  A dropped connection never stops a session's commands; DELETE, the idle
+  timeout and SIGTERM do. SIGTERM: no new connection, calls in flight answer
+  as aborted, every command is killed and reaped, exit 143.
 )";
 
 // serve_help states the library's retention defaults in words.
@@ -311,7 +331,36 @@ struct mcp_options : serve_options {
   mcp_options() { approve = approval_policy::ask; }
   std::string session = "mcp";
   std::chrono::milliseconds progress_interval{500};
+  /// --http ADDR:PORT and the HTTP transport's flags.
+  std::optional<std::string> http_address;
+  std::uint16_t http_port = 0;
+  std::optional<std::string> token_file;
+  std::vector<std::string> allow_hosts;
+  std::vector<std::string> allow_origins;
+  std::size_t max_sessions = 64;
+  std::chrono::milliseconds session_idle_timeout{std::chrono::minutes(30)};
 };
+
+/// --http ADDR:PORT: an IPv4 address or a bracketed IPv6 one, and a port
+/// from 0 to 65535.
+inline void parse_http_address(std::string_view text, mcp_options& options) {
+  const auto colon = text.rfind(':');
+  auto bad = [&] {
+    return usage_error(fmt::format("--http: expected ADDRESS:PORT (127.0.0.1:8080, [::1]:8080), got \"{}\"", text));
+  };
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) throw bad();
+  std::string_view address = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  if (address.front() == '[') {
+    if (address.size() < 3 || address.back() != ']') throw bad();
+    address = address.substr(1, address.size() - 2);
+  }
+  unsigned value = 0;
+  const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (error != std::errc{} || end != port.data() + port.size() || value > 65535) throw bad();
+  options.http_address = std::string(address);
+  options.http_port = static_cast<std::uint16_t>(value);
+}
 
 /// Walks argv after the subcommand; `--flag value` and `--flag=value` both work.
 class arguments {

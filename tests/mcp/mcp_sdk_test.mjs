@@ -1,13 +1,17 @@
-// Drives `bashexec mcp` with the official MCP TypeScript SDK (the Client and
-// StdioClientTransport of @modelcontextprotocol/sdk, pinned in
-// package-lock.json) the way Claude Code or any SDK-based client would.
-// Usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR. Prints each sub-check it
-// ran; exits non-zero when a check failed or did not run.
-import { execFileSync } from 'node:child_process';
+// Drives `bashexec mcp` with the official MCP TypeScript SDK (its Client,
+// with StdioClientTransport, or with StreamableHTTPClientTransport against
+// `bashexec mcp --http`; @modelcontextprotocol/sdk pinned in
+// package-lock.json) the way Claude Code or any SDK-based client would. Both
+// transports run the same checks; each adds those only it can fail.
+// Usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR [--http]. Prints each
+// sub-check it ran; exits non-zero when a check failed or did not run.
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
   ElicitRequestSchema,
@@ -16,12 +20,13 @@ import {
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 
-const [bashexec, workdirBase] = process.argv.slice(2);
+const overHttp = process.argv.includes('--http');
+const [bashexec, workdirBase] = process.argv.slice(2).filter((a) => a !== '--http');
 if (!bashexec || !workdirBase) {
-  console.error('usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR');
+  console.error('usage: node mcp_sdk_test.mjs BASHEXEC WORKDIR [--http]');
   process.exit(2);
 }
-const workdir = join(workdirBase, `mcp-sdk-${process.pid}`);
+const workdir = join(workdirBase, `mcp-sdk-${overHttp ? 'http-' : ''}${process.pid}`);
 rmSync(workdir, { recursive: true, force: true });
 mkdirSync(workdir, { recursive: true });
 
@@ -45,7 +50,13 @@ const expected = [
   'tasks: getTask, listTasks, getTaskResult',
   'tasks: cancelTask kills the command; cancelling an ended task is an error',
   'tasks: an escalation makes the task input_required until answered',
-  'client closes: nothing left running',
+  ...(overHttp
+    ? [
+        'http: a dropped connection mid-call is resumed with Last-Event-ID and the call completes',
+        'http: session DELETE kills its commands',
+        'http: SIGTERM answers the call in flight, kills everything, exits 143',
+      ]
+    : ['client closes: nothing left running']),
 ];
 const ran = new Set();
 let failures = 0;
@@ -94,7 +105,7 @@ function text(result) {
   return result.content.map((c) => c.text).join('');
 }
 
-async function connect({ elicitation = true, answer = () => ({ action: 'cancel' }) } = {}) {
+async function connect({ elicitation = true, answer = () => ({ action: 'cancel' }), via = null } = {}) {
   const client = new Client(
     { name: 'bashexec-sdk-test', version: '1.0.0' },
     { capabilities: elicitation ? { elicitation: {} } : {} },
@@ -108,14 +119,68 @@ async function connect({ elicitation = true, answer = () => ({ action: 'cancel' 
   }
   const notices = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => notices.push(n.params));
-  const transport = new StdioClientTransport({
-    command: bashexec,
-    args: ['mcp', '--workdir', workdir],
-    stderr: 'pipe',
-  });
+  const transport = overHttp
+    ? new StreamableHTTPClientTransport(new URL(via ? via.url : http.url))
+    : new StdioClientTransport({
+        command: bashexec,
+        args: ['mcp', '--workdir', workdir],
+        stderr: 'pipe',
+      });
   await client.connect(transport);
   return { client, transport, notices, questions };
 }
+
+/// A TCP relay in front of the HTTP server, whose connections the test can
+/// drop all at once (a network that failed) while both ends live on. It
+/// notes whether a client came back with Last-Event-ID.
+function makeRelay() {
+  const sockets = new Set();
+  const relay = { url: '', port: 0, upstream: 0, resumedWith: [] };
+  const listener = net.createServer((down) => {
+    const up = net.connect(relay.upstream, '127.0.0.1');
+    for (const s of [down, up]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => {});
+    }
+    down.on('data', (chunk) => {
+      const found = /last-event-id: *([^\r\n]+)/i.exec(chunk.toString('latin1'));
+      if (found) relay.resumedWith.push(found[1]);
+    });
+    down.pipe(up);
+    up.pipe(down);
+  });
+  relay.listening = new Promise((resolve) => listener.listen(0, '127.0.0.1', () => {
+    relay.port = listener.address().port;
+    resolve();
+  }));
+  relay.cut = () => { for (const s of sockets) s.destroy(); };
+  relay.close = () => { relay.cut(); listener.close(); };
+  return relay;
+}
+
+/// `bashexec mcp --http 127.0.0.1:0`, its address read from its stderr.
+async function startHttpServer(relay) {
+  await relay.listening;
+  const child = spawn(bashexec, ['mcp', '--http', '127.0.0.1:0', '--workdir', workdir,
+    '--allow-host', `127.0.0.1:${relay.port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  let stderr = '';
+  const url = await new Promise((resolve, reject) => {
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+      const found = /MCP over HTTP at (\S+)/.exec(stderr);
+      if (found) resolve(found[1]);
+    });
+    exited.then(({ code }) => reject(new Error(`bashexec mcp --http exited ${code}: ${stderr}`)));
+  });
+  relay.upstream = Number(new URL(url).port);
+  relay.url = `http://127.0.0.1:${relay.port}/mcp`;
+  return { child, url, exited, stderr: () => stderr };
+}
+
+const relay = overHttp ? makeRelay() : null;
+const http = overHttp ? await startHttpServer(relay) : null;
 
 const bash = (command, extra = {}) => ({
   name: 'bash',
@@ -377,7 +442,61 @@ await section('tasks: an escalation makes the task input_required until answered
     mine.join(',') === 'input_required,working,completed', mine.join(','));
 });
 
-await section('client closes: nothing left running', async () => {
+if (overHttp) {
+  await section('http: a dropped connection mid-call is resumed with Last-Event-ID and the call completes', async () => {
+    const relayed = await connect({ via: relay });
+    const tokens = [];
+    const call = relayed.client.callTool(bash(`sleep 2; echo resumed-${tag}`), CallToolResultSchema, {
+      onresumptiontoken: (token) => tokens.push(token),
+      timeout: 60000,
+    });
+    check('resume: the stream opened with an event id', await waitUntil(() => tokens.length > 0, 10000));
+    await sleep(300);
+    relay.cut();
+    const r = await call;
+    check('resume: the call completed after the drop', text(r).includes(`resumed-${tag}`), text(r));
+    check('resume: the client came back with Last-Event-ID', relay.resumedWith.length > 0, relay.resumedWith.join(' '));
+    await relayed.client.close();
+  });
+
+  await section('http: session DELETE kills its commands', async () => {
+    const own = await connect();
+    const needle = `sleep 7${tag}`;
+    await own.client.callTool(bash(needle, { run_in_background: true }));
+    check('delete: the background sleep runs', await waitUntil(() => pids(needle).length > 0, 10000));
+    await own.transport.terminateSession();
+    check('delete: the background sleep is gone', await waitUntil(() => pids(needle).length === 0, 10000),
+      pids(needle).join(' '));
+    let refused = null;
+    try {
+      await own.client.callTool(bash('true'));
+    } catch (e) {
+      refused = e;
+    }
+    check('delete: the ended session takes no more calls', refused !== null, String(refused));
+    await own.client.close().catch(() => {});
+  });
+
+  await section('http: SIGTERM answers the call in flight, kills everything, exits 143', async () => {
+    const background = `sleep 8${tag}`;
+    const foreground = `sleep 9${tag}`;
+    await client.callTool(bash(background, { run_in_background: true }));
+    const inFlight = client.callTool(bash(foreground), CallToolResultSchema, { timeout: 60000 }).catch((e) => e);
+    check('sigterm: both commands run', await waitUntil(() => pids(background).length > 0 && pids(foreground).length > 0, 10000));
+    http.child.kill('SIGTERM');
+    const { code } = await http.exited;
+    check('sigterm: exit 143', code === 143, `exit ${code}; stderr: ${http.stderr()}`);
+    const answer = await inFlight;
+    check('sigterm: the call in flight was answered, as aborted', answer?.content !== undefined && answer.isError === true,
+      answer?.content ? text(answer) : String(answer));
+    check('sigterm: nothing left running', pids(background).length === 0 && pids(foreground).length === 0,
+      [...pids(background), ...pids(foreground)].join(' '));
+    await client.close().catch(() => {});
+    relay.close();
+  });
+}
+
+if (!overHttp) await section('client closes: nothing left running', async () => {
   const needle = `sleep 4${tag}`;
   await client.callTool(bash(needle, { run_in_background: true }));
   check('close: the background sleep runs', await waitUntil(() => pids(needle).length > 0, 10000));

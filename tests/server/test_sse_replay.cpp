@@ -21,7 +21,7 @@ TEST_CASE("sse: only an id this server could have sent is parsed", "[http][sse]"
   CHECK_FALSE(parse_event_id("4"));
   CHECK_FALSE(parse_event_id(".3"));
   CHECK_FALSE(parse_event_id("4."));
-  CHECK_FALSE(parse_event_id("4.0"));
+  CHECK(parse_event_id("4.0") == event_position{4, 0});  // the priming event
   CHECK_FALSE(parse_event_id("4.-1"));
   CHECK_FALSE(parse_event_id("4.1.2"));
   CHECK_FALSE(parse_event_id("99999999999999999999.1"));  // beyond 64 bits
@@ -36,16 +36,21 @@ TEST_CASE("sse: a reconnecting client gets every event after its last one, in or
   REQUIRE(after_two.events.size() == 3);
   CHECK(after_two.events[0] == format_event({2, 3}, "m3"));
   CHECK(after_two.events[2] == format_event({2, 5}, "m5"));
+  CHECK(stream.since({2, 0}).events.size() == 5);  // from the priming event: all of it
+  CHECK(priming_event(2) == "id: 2.0\ndata:\n\n");
   CHECK(stream.since({2, 5}).events.empty());  // up to date
   CHECK(stream.since({2, 5}).what == replay::kind::events);
 }
 
-TEST_CASE("sse: past the buffer's bounds the client is told of the gap, never handed a stream with a hole",
+TEST_CASE("sse: past the buffer's bounds the client is told of the gap, with what is still kept",
           "[http][sse]") {
   replay_buffer by_count(1, 3, 1 << 20);
   for (int i = 0; i < 10; ++i) by_count.append("x");
   CHECK(by_count.since({1, 7}).events.size() == 3);  // 8, 9, 10 kept
-  CHECK(by_count.since({1, 6}).what == replay::kind::gap);
+  const replay past = by_count.since({1, 6});  // 7 was dropped
+  CHECK(past.what == replay::kind::gap);
+  REQUIRE(past.events.size() == 3);
+  CHECK(past.events.front().starts_with("id: 1.8\n"));
   CHECK(by_count.since({1, 1}).what == replay::kind::gap);
 
   replay_buffer by_bytes(1, 1000, 100);

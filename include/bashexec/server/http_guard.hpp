@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 
@@ -62,6 +63,17 @@ inline std::vector<std::string> default_hosts(std::string_view address, std::uin
     hosts.push_back(address == "::1" ? "127.0.0.1:" + p : "[::1]:" + p);
   }
   return hosts;
+}
+
+/// An IPv4 address in 127.0.0.0/8 or the IPv6 ::1 (either spelled as
+/// inet_pton(3) reads it): the only addresses served without a token.
+inline bool is_loopback_address(const std::string& address) noexcept {
+  unsigned char bytes[16] = {};
+  if (::inet_pton(AF_INET, address.c_str(), bytes) == 1) return bytes[0] == 127;
+  if (::inet_pton(AF_INET6, address.c_str(), bytes) != 1) return false;
+  for (int i = 0; i < 15; ++i)
+    if (bytes[i] != 0) return false;
+  return bytes[15] == 1;
 }
 
 /// `host` (the request's Host header) is one of `allowed`, compared without

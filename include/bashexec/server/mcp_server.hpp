@@ -68,7 +68,12 @@ class mcp_server : public line_transport {
         logs_(options_.session_dir),
         log_(logs_.open(options_.session)),
         tasks_(options_.tasks),
-        tools_(executor, [this](const std::optional<owner_token>&, const std::string& notice) { log_notice(notice); }),
+        // Only this session's tasks are announced to it: sessions over HTTP
+        // share one executor, and a notice quotes the command.
+        tools_(executor,
+               [this](const std::optional<owner_token>& owner, const std::string& notice) {
+                 if (owner && owner->value() == options_.session) log_notice(notice);
+               }),
         runner_(tools_, options_.approve, options_.workdir,
                 [this](const approval_request& request, std::stop_token stop) {
                   return pool_.without_slot([&] { return elicit(request, stop); });

@@ -5,9 +5,11 @@
 //
 // Event ids are `<stream>.<sequence>`, both decimal: unique within a session,
 // and enough to find the stream a reconnecting client was reading and where.
+// Sequence 0 is the priming event each stream opens with (no data).
 // Each stream keeps its latest events up to a count and a byte bound; a
 // client that asks for events older than the oldest kept is told so
-// (`replay::gap`) rather than silently handed a stream with a hole in it.
+// (`replay::gap`, with what is still kept) rather than silently handed a
+// stream with a hole in it.
 // Hand-written: the format is four line prefixes (WHATWG HTML, "Server-sent
 // events"); Beast has no SSE.
 #pragma once
@@ -36,7 +38,8 @@ struct event_position {
 
 inline std::string event_id(event_position at) { return fmt::format("{}.{}", at.stream, at.sequence); }
 
-/// A Last-Event-ID this server could have sent; none for any other text.
+/// A Last-Event-ID this server could have sent (`S.0` is a stream's
+/// priming event: nothing of it seen yet); none for any other text.
 inline std::optional<event_position> parse_event_id(std::string_view text) {
   const auto dot = text.find('.');
   if (dot == std::string_view::npos || dot == 0 || dot + 1 == text.size()) return std::nullopt;
@@ -46,8 +49,7 @@ inline std::optional<event_position> parse_event_id(std::string_view text) {
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
     return error == std::errc{} && end == digits.data() + digits.size();
   };
-  if (!number(text.substr(0, dot), at.stream) || !number(text.substr(dot + 1), at.sequence) || at.sequence == 0)
-    return std::nullopt;
+  if (!number(text.substr(0, dot), at.stream) || !number(text.substr(dot + 1), at.sequence)) return std::nullopt;
   return at;
 }
 
@@ -67,6 +69,10 @@ inline std::string format_event(event_position at, std::string_view data) {
   out += '\n';
   return out;
 }
+
+/// The event a stream opens with: an id and no data, so that a client can
+/// resume it before its first message (MCP 2025-11-25; clients skip it).
+inline std::string priming_event(std::uint64_t stream) { return fmt::format("id: {}.0\ndata:\n\n", stream); }
 
 /// What a reconnecting client gets.
 struct replay {
@@ -96,8 +102,9 @@ class replay_buffer {
   }
 
   /// The events after `seen` (the client's Last-Event-ID): all of them when
-  /// none was dropped since, `gap` when some were, `unknown` for a position
-  /// of another stream or one never sent.
+  /// none was dropped since; `gap` with every event still kept when some
+  /// were (the transport says so before them); `unknown`, with none, for a
+  /// position of another stream or one never sent.
   replay since(event_position seen) const {
     replay out;
     if (seen.stream != stream_ || seen.sequence > last_) {
@@ -105,10 +112,7 @@ class replay_buffer {
       return out;
     }
     const std::uint64_t oldest = kept_.empty() ? last_ + 1 : kept_.front().first;
-    if (seen.sequence + 1 < oldest) {
-      out.what = replay::kind::gap;
-      return out;
-    }
+    if (seen.sequence + 1 < oldest) out.what = replay::kind::gap;
     for (const auto& [sequence, event] : kept_)
       if (sequence > seen.sequence) out.events.push_back(event);
     return out;
