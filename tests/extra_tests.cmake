@@ -146,9 +146,13 @@ if(TARGET bashexec_cli)
   add_test(NAME mcp_stdlib_client
     COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_stdlib_test.py $<TARGET_FILE:bashexec_cli>
             ${CMAKE_CURRENT_BINARY_DIR})
+  add_test(NAME mcp_http_client
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_http_test.py $<TARGET_FILE:bashexec_cli>
+            ${CMAKE_CURRENT_BINARY_DIR})
   add_test(NAME example_serve_harness
     COMMAND python3 ${PROJECT_SOURCE_DIR}/examples/serve_harness.py $<TARGET_FILE:bashexec_cli>)
   set_tests_properties(mcp_stdlib_client example_serve_harness PROPERTIES TIMEOUT 120 LABELS "mcp")
+  set_tests_properties(mcp_http_client PROPERTIES TIMEOUT 300 LABELS "mcp")
 endif()
 
 # --- hidden Catch2 cases, each run by an entry of its own --------------------

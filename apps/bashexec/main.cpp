@@ -333,6 +333,8 @@ int mcp_command(std::vector<std::string_view> argv) {
       return options.allow_origins.emplace_back(args.value(flag)), true;
     if (flag == "--max-sessions")
       return options.max_sessions = parse_count(flag, args.value(flag), "sessions", 4096), true;
+    if (flag == "--request-timeout")
+      return options.request_timeout = parse_duration(flag, args.value(flag)), true;
     if (flag == "--session-idle-timeout")
       return options.session_idle_timeout = parse_duration(flag, args.value(flag)), true;
     if (flag != "--session") return parse_server_flag(flag, args, options);

@@ -24,6 +24,7 @@ void serve_mcp_http(server::http_session_factory sessions, const mcp_options& op
   http.allowed_origins = options.allow_origins;
   http.max_sessions = options.max_sessions;
   http.idle_timeout = options.session_idle_timeout;
+  http.request_timeout = options.request_timeout;
   http.write_timeout = options.write_timeout;
   server::mcp_http_server server(std::move(sessions), std::move(http));
   // The one line a harness waits for (port 0 picks the port).

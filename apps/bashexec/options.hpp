@@ -244,7 +244,12 @@ Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.m
   --max-sessions N    sessions at once (default 64; an initialize past it: 503)
   --session-idle-timeout TIME
                       a session without a request or an open stream for this
-                      long is ended and its commands killed (default 30m)
+                      long is ended and its commands killed (default 30min)
+  --request-timeout TIME
+                      a request's header and body must arrive within this
+                      from its first byte, or the connection is closed
+                      (default 10s: a client sending a byte a second holds
+                      nothing for long)
   A dropped connection never stops a session's commands; DELETE, the idle
   timeout and SIGTERM do. SIGTERM: no new connection, calls in flight answer
   as aborted, every command is killed and reaped, exit 143.
@@ -339,6 +344,7 @@ struct mcp_options : serve_options {
   std::vector<std::string> allow_origins;
   std::size_t max_sessions = 64;
   std::chrono::milliseconds session_idle_timeout{std::chrono::minutes(30)};
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
 };
 
 /// --http ADDR:PORT: an IPv4 address or a bracketed IPv6 one, and a port

@@ -613,18 +613,16 @@ class mcp_http_server {
         co_await close_gracefully(stream);
         co_return;
       }
+      if (ec == boost::beast::http::error::body_limit) {  // a Content-Length past the limit
+        co_await refuse(stream, status::payload_too_large, mcp::invalid_request,
+                        fmt::format("the request body is longer than {} bytes", options_.max_body_bytes), false);
+        co_await close_gracefully(stream);
+        co_return;
+      }
       if (ec) {
         if (ec != boost::beast::error::timeout && ec != boost::beast::http::error::end_of_stream &&
             ec != boost::asio::error::eof && ec != boost::asio::error::connection_reset)
           co_await refuse(stream, status::bad_request, mcp::invalid_request, "malformed HTTP request", false);
-        co_return;
-      }
-      if (const auto length = parser.content_length(); length && *length > options_.max_body_bytes) {
-        co_await refuse(stream, status::payload_too_large, mcp::invalid_request,
-                        fmt::format("the request body is {} bytes; at most {} are accepted", *length,
-                                    options_.max_body_bytes),
-                        false);
-        co_await close_gracefully(stream);
         co_return;
       }
       co_await boost::beast::http::async_read(stream, buffer, parser, token(ec));

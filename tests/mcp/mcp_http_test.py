@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""Attacks `bashexec mcp --http` with what a hostile or broken HTTP client
+sends — Python's standard library only (http.client, raw sockets): no token
+or a wrong one, a foreign Origin, a Host of another name, a 100 MiB body,
+10,000 headers, one byte a second, 1,000 sessions, a GET stream never read,
+a client SIGKILLed mid-call, an idle session, SIGTERM of the server — and
+checks that each is answered with the documented status while other
+sessions keep being served, and that no command outlives what should end it.
+
+Usage: mcp_http_test.py BASHEXEC WORKDIR. Prints each check; exits 1 when
+one failed or did not run. Every address is 127.0.0.1."""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+BASHEXEC, WORK = sys.argv[1], sys.argv[2]
+WORKDIR = os.path.join(WORK, f"mcp-http-{os.getpid()}")
+shutil.rmtree(WORKDIR, ignore_errors=True)
+os.makedirs(WORKDIR)
+TAG = f"{os.getpid()}{int(time.time()) % 100000}"
+VERSION = "2025-11-25"
+
+failures = 0
+ran = []
+EXPECTED = [
+    "a non-loopback address needs a token, and the token file must be private",
+    "the bearer token",
+    "Host and Origin allowlists",
+    "sessions: ids, versions, methods and paths",
+    "a 100 MiB body",
+    "10,000 headers",
+    "a client sending one byte a second",
+    "1,000 sessions",
+    "a GET stream never read",
+    "a client SIGKILLed mid-call",
+    "an idle session expires and its commands die",
+    "SIGTERM: exit 143, nothing left running",
+]
+
+
+def check(name, condition, detail=""):
+    global failures
+    if condition:
+        print(f"ok   - {name}")
+    else:
+        failures += 1
+        print(f"FAIL - {name}" + (f": {detail}" if detail else ""))
+
+
+def section(name):
+    def wrap(body):
+        ran.append(name)
+        try:
+            body()
+        except Exception as e:  # a crash is a failure, never a pass
+            global failures
+            failures += 1
+            print(f"FAIL - {name}: raised {type(e).__name__}: {e}")
+        return body
+    return wrap
+
+
+def pids(needle):
+    out = subprocess.run(["pgrep", "-f", needle], capture_output=True, text=True).stdout
+    return [p for p in out.split() if p and int(p) != os.getpid()]
+
+
+def wait_until(predicate, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+class Server:
+    """`bashexec mcp --http 127.0.0.1:0 ...`, its port read from stderr."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([BASHEXEC, "mcp", "--http", "127.0.0.1:0", "--workdir", WORKDIR, *args],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        line = self.proc.stderr.readline().decode()
+        found = re.search(r"MCP over HTTP at http://127\.0\.0\.1:(\d+)(/\S*)", line)
+        if not found:
+            raise RuntimeError(f"the server did not start: {line!r}")
+        self.port, self.path = int(found.group(1)), found.group(2)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=20)
+        finally:
+            self.proc.stderr.close()
+
+    def request(self, method, body=None, headers=None, session=None, version=VERSION, path=None, timeout=30):
+        """One request on its own connection: (status, headers, body text)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        sent = {"Accept": "application/json, text/event-stream"}
+        if body is not None:
+            sent["Content-Type"] = "application/json"
+        if session:
+            sent["Mcp-Session-Id"] = session
+        if version:
+            sent["MCP-Protocol-Version"] = version
+        sent.update(headers or {})
+        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        conn.request(method, path or self.path, body=data, headers=sent)
+        response = conn.getresponse()
+        text = response.read().decode(errors="replace")
+        conn.close()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, text
+
+    def initialize(self, headers=None):
+        status, got, text = self.request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "http-test", "version": "1"}}},
+            headers=headers, version=None)
+        session = got.get("mcp-session-id")
+        if status == 200 and session:
+            self.request("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers,
+                         session=session)
+        return status, session, text
+
+    def call(self, session, command, request_id=1, headers=None, **extra):
+        """A bash call: the JSON-RPC messages of its SSE answer."""
+        status, _, text = self.request("POST", {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": command, "description": "http test", **extra}}},
+            headers=headers, session=session)
+        return status, sse_messages(text)
+
+
+def sse_messages(text):
+    return [json.loads(line[len("data: "):]) for line in text.split("\n")
+            if line.startswith("data: ") and line[len("data: "):].strip()]
+
+
+def raw(port, data, read=True, timeout=10):
+    """Sends bytes on a fresh connection; the reply's first line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass
+        if not read:
+            return ""
+        reply = b""
+        try:
+            while b"\r\n" not in reply:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError:
+            pass
+        return reply.split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+def result_text(messages):
+    for m in messages:
+        if "result" in m and "content" in m["result"]:
+            return "".join(c.get("text", "") for c in m["result"]["content"])
+    return ""
+
+
+@section("a non-loopback address needs a token, and the token file must be private")
+def _():
+    refused = subprocess.run([BASHEXEC, "mcp", "--http", "0.0.0.0:0"], capture_output=True, text=True, timeout=30)
+    check("0.0.0.0 without --token-file: a usage error", refused.returncode == 2 and "--token-file" in refused.stderr,
+          f"{refused.returncode}: {refused.stderr}")
+    public = os.path.join(WORKDIR, "public-token")
+    with open(public, "w") as f:
+        f.write("0123456789abcdef0123\n")
+    os.chmod(public, 0o644)
+    refused = subprocess.run([BASHEXEC, "mcp", "--http", "127.0.0.1:0", "--token-file", public],
+                             capture_output=True, text=True, timeout=30)
+    check("a token file others can read: a usage error", refused.returncode == 2 and "chmod 600" in refused.stderr,
+          f"{refused.returncode}: {refused.stderr}")
+    refused = subprocess.run([BASHEXEC, "mcp", "--token-file", public], capture_output=True, text=True, timeout=30)
+    check("--token-file without --http: a usage error", refused.returncode == 2, refused.stderr)
+
+
+@section("the bearer token")
+def _():
+    token_file = os.path.join(WORKDIR, "token")
+    token = "s3cret-token-" + TAG
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    os.chmod(token_file, 0o600)
+    server = Server("--token-file", token_file)
+    try:
+        status, got, text = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        check("no token: 401 with WWW-Authenticate: Bearer", status == 401 and got.get("www-authenticate") == "Bearer",
+              f"{status} {got}")
+        check("no token: the body is a JSON-RPC error", json.loads(text).get("error", {}).get("code") == -32600, text)
+        status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                      headers={"Authorization": "Bearer " + token[:-1] + "x"})
+        check("a wrong token of the same length: 401", status == 401, str(status))
+        status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                      headers={"Authorization": "Basic " + token})
+        check("another scheme: 401", status == 401, str(status))
+        auth = {"Authorization": "Bearer " + token}
+        status, session, _ = server.initialize(headers=auth)
+        check("the right token: a session", status == 200 and session, str(status))
+        status, messages = server.call(session, "echo authorized", headers=auth)
+        check("the right token: the call runs", status == 200 and "authorized" in result_text(messages), str(messages))
+    finally:
+        server.stop()
+
+
+@section("Host and Origin allowlists")
+def _():
+    server = Server("--allow-host", "bashexec.internal:8443", "--allow-origin", "https://harness.example")
+    try:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        status, _, _ = server.request("POST", ping, headers={"Host": f"evil.example:{server.port}"})
+        check("a Host of another name (DNS rebinding): 403", status == 403, str(status))
+        status, _, _ = server.request("POST", ping, headers={"Origin": "http://evil.example"})
+        check("a foreign Origin: 403", status == 403, str(status))
+        status, session, _ = server.initialize(headers={"Origin": f"http://127.0.0.1:{server.port}"})
+        check("the server's own origin: admitted", status == 200 and session, str(status))
+        status, session, _ = server.initialize(headers={"Origin": "https://harness.example"})
+        check("an --allow-origin origin: admitted", status == 200 and session, str(status))
+        status, session, _ = server.initialize(headers={"Host": "bashexec.internal:8443"})
+        check("an --allow-host name: admitted", status == 200 and session, str(status))
+        status, session, _ = server.initialize(headers={"Host": f"localhost:{server.port}"})
+        check("localhost on a loopback bind: admitted", status == 200 and session, str(status))
+    finally:
+        server.stop()
+
+
+@section("sessions: ids, versions, methods and paths")
+def _():
+    server = Server()
+    try:
+        ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+        status, _, text = server.request("POST", ping)
+        check("no MCP-Session-Id: 400", status == 400 and "MCP-Session-Id" in text, f"{status} {text}")
+        status, _, _ = server.request("POST", ping, session="0" * 32)
+        check("an unknown session: 404", status == 404, str(status))
+        status, _, _ = server.request("POST", ping, session="../../etc/passwd")
+        check("a session id of another shape: 404", status == 404, str(status))
+        status, session, text = server.initialize()
+        check("initialize: 200 and a 32-hex session id", status == 200 and re.fullmatch(r"[0-9a-f]{32}", session or ""),
+              f"{status} {session}")
+        status, _, text = server.request("POST", ping, session=session)
+        check("ping in the session: its response on the SSE stream",
+              status == 200 and sse_messages(text) == [{"jsonrpc": "2.0", "id": 7, "result": {}}], text)
+        check("the stream opens with a priming event", text.startswith("id: ") and "\ndata:\n\n" in text, text[:80])
+        status, _, _ = server.request("POST", ping, session=session, version="1999-01-01")
+        check("an MCP-Protocol-Version it does not speak: 400", status == 400, str(status))
+        status, _, text = server.request("POST", {"jsonrpc": "2.0", "method": "notifications/nothing"}, session=session)
+        check("a notification: 202 and no body", status == 202 and text == "", f"{status} {text!r}")
+        status, _, text = server.request("POST", b"{not json", session=session)
+        check("malformed JSON: 400 with a parse error", status == 400 and json.loads(text)["error"]["code"] == -32700,
+              text)
+        status, got, _ = server.request("PUT", ping, session=session)
+        check("PUT: 405 with Allow", status == 405 and "POST" in got.get("allow", ""), f"{status} {got}")
+        status, _, _ = server.request("POST", ping, session=session, path="/elsewhere")
+        check("another path: 404", status == 404, str(status))
+        status, _, _ = server.request("POST", ping, session=session, headers={"Accept": "application/json"})
+        check("a POST that does not accept SSE: 406", status == 406, str(status))
+        status, _, _ = server.request("POST", ping, session=session, headers={"Content-Type": "text/plain"})
+        check("a POST body that is not JSON by type: 415", status == 415, str(status))
+        status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+            session=session)
+        check("initialize inside a session: 400", status == 400, str(status))
+        status, _, _ = server.request("DELETE", session=session)
+        check("DELETE: 200", status == 200, str(status))
+        status, _, _ = server.request("POST", ping, session=session)
+        check("after DELETE the session is gone: 404", status == 404, str(status))
+    finally:
+        server.stop()
+
+
+@section("a 100 MiB body")
+def _():
+    server = Server()
+    try:
+        _, session, _ = server.initialize()
+        head = (f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
+                f"Content-Length: {100 << 20}\r\n\r\n").encode()
+        line = raw(server.port, head + b"[" * 65536)
+        check("a declared 100 MiB body: 413 before it is read", " 413 " in line, line)
+        chunked = (f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+                   f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
+                   f"Transfer-Encoding: chunked\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            s.sendall(chunked)
+            block = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+            try:
+                for _ in range(100):
+                    s.sendall(block)
+            except OSError:
+                pass
+            reply = b""
+            try:
+                while b"\r\n" not in reply:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    reply += chunk
+            except OSError:
+                pass
+        line = reply.split(b"\r\n", 1)[0].decode(errors="replace")
+        check("a chunked body past the limit: 413 or closed, never taken", " 413 " in line or line == "", line)
+        status, messages = server.call(session, "echo still-serving")
+        check("the session is still served", status == 200 and "still-serving" in result_text(messages), str(messages))
+    finally:
+        server.stop()
+
+
+@section("10,000 headers")
+def _():
+    server = Server()
+    try:
+        head = f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+        head += b"".join(b"X-Filler-%d: x\r\n" % i for i in range(10000)) + b"\r\n"
+        line = raw(server.port, head)
+        check("10,000 headers: 431", " 431 " in line, line)
+        status, session, _ = server.initialize()
+        check("others are still served", status == 200 and session, str(status))
+    finally:
+        server.stop()
+
+
+@section("a client sending one byte a second")
+def _():
+    server = Server("--request-timeout", "2s")
+    try:
+        slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        request = f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+        began = time.time()
+        slow.sendall(request[:1])
+        _, session, _ = server.initialize()
+        status, messages = server.call(session, "echo meanwhile")
+        check("while it trickles, another client is served", status == 200 and "meanwhile" in result_text(messages),
+              str(messages))
+        closed = False
+        for byte in request[1:]:
+            time.sleep(1)
+            try:
+                slow.sendall(bytes([byte]))
+                slow.setblocking(False)
+                try:
+                    if slow.recv(1) == b"":
+                        closed = True
+                        break
+                except BlockingIOError:
+                    pass
+                finally:
+                    slow.setblocking(True)
+            except OSError:
+                closed = True
+                break
+            if time.time() - began > 8:
+                break
+        slow.close()
+        check("the trickling connection is closed after --request-timeout", closed, f"{time.time() - began:.1f} s")
+    finally:
+        server.stop()
+
+
+@section("1,000 sessions")
+def _():
+    server = Server("--max-sessions", "40")
+    try:
+        opened, refused, other = [], 0, []
+        for _ in range(1000):
+            status, session, text = server.initialize()
+            if status == 200:
+                opened.append(session)
+            elif status == 503 and json.loads(text).get("error", {}).get("code") is not None:
+                refused += 1
+            else:
+                other.append(status)
+        check("the first 40 open", len(opened) == 40, str(len(opened)))
+        check("the other 960 are refused 503 with a JSON-RPC error", refused == 960 and not other, f"{refused} {other}")
+        status, messages = server.call(opened[0], "echo at-capacity")
+        check("at capacity the open sessions are served", status == 200 and "at-capacity" in result_text(messages))
+        server.request("DELETE", session=opened.pop())
+        ok = wait_until(lambda: server.initialize()[0] == 200, 10)
+        check("a DELETE makes room for a new one", ok)
+    finally:
+        server.stop()
+
+
+@section("a GET stream never read")
+def _():
+    server = Server("--write-timeout", "2s")
+    try:
+        _, stalled, _ = server.initialize()
+        never_read = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        never_read.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        never_read.sendall((f"GET {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                            f"Accept: text/event-stream\r\nMcp-Session-Id: {stalled}\r\n"
+                            f"MCP-Protocol-Version: {VERSION}\r\n\r\n").encode())
+        # Its session's background tasks settle and are announced on that stream.
+        for i in range(20):
+            server.call(stalled, "head -c 3000 /dev/zero | tr '\\0' x", request_id=100 + i, run_in_background=True)
+        _, other, _ = server.initialize()
+        served = all("served-%d" % i in result_text(server.call(other, f"echo served-{i}", request_id=i)[1])
+                     for i in range(20))
+        check("other sessions are served while it is not read", served)
+        status, messages = server.call(stalled, "echo own-session")
+        check("its own session still answers on new streams", status == 200 and "own-session" in result_text(messages))
+        never_read.close()
+    finally:
+        server.stop()
+
+
+@section("a client SIGKILLed mid-call")
+def _():
+    server = Server("--mode", "workspace-write")
+    try:
+        _, session, _ = server.initialize()
+        marker = os.path.join(WORKDIR, f"finished-{TAG}")
+        client = subprocess.Popen([sys.executable, "-c", f"""
+import http.client, json
+c = http.client.HTTPConnection("127.0.0.1", {server.port})
+c.request("POST", "{server.path}", body=json.dumps({{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {{
+    "name": "bash", "arguments": {{"command": "sleep 1.5; echo done > {marker}", "description": "x"}}}}}}),
+    headers={{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "Mcp-Session-Id": "{session}", "MCP-Protocol-Version": "{VERSION}"}})
+c.getresponse().read()
+"""])
+        time.sleep(0.7)
+        client.kill()
+        client.wait()
+        check("the server lives on after the client died", server.proc.poll() is None)
+        check("the dropped connection did not stop the command: it finished", wait_until(
+            lambda: os.path.exists(marker), 15))
+        status, messages = server.call(session, "echo after-the-kill", request_id=2)
+        check("the session still answers", status == 200 and "after-the-kill" in result_text(messages), str(messages))
+    finally:
+        server.stop()
+
+
+@section("an idle session expires and its commands die")
+def _():
+    server = Server("--session-idle-timeout", "1s")
+    try:
+        _, session, _ = server.initialize()
+        needle = f"sleep 31{TAG}"
+        status, messages = server.call(session, needle, run_in_background=True)
+        check("the background sleep runs", wait_until(lambda: pids(needle), 10), str(messages))
+        check("after the idle timeout it is killed", wait_until(lambda: not pids(needle), 15), " ".join(pids(needle)))
+        status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session=session)
+        check("and the session is gone: 404", status == 404, str(status))
+    finally:
+        server.stop()
+
+
+@section("SIGTERM: exit 143, nothing left running")
+def _():
+    server = Server()
+    _, session, _ = server.initialize()
+    needle = f"sleep 32{TAG}"
+    server.call(session, needle, run_in_background=True)
+    check("the background sleep runs", wait_until(lambda: pids(needle), 10))
+    status = server.stop()
+    check("SIGTERM: exit 143", status == 143, str(status))
+    check("nothing left running", wait_until(lambda: not pids(needle), 5), " ".join(pids(needle)))
+
+
+shutil.rmtree(WORKDIR, ignore_errors=True)
+for name in EXPECTED:
+    if name not in ran:
+        check(f"{name} ran", False, "never ran")
+print(f"{'PASS' if failures == 0 else 'FAIL'}: {len(ran)} of {len(EXPECTED)} checks ran, {failures} failure(s)")
+sys.exit(0 if failures == 0 and len(ran) == len(EXPECTED) else 1)
