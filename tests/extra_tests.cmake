@@ -143,6 +143,12 @@ if(TARGET bashexec_cli)
             ${PROJECT_SOURCE_DIR}/examples/mcp/mcp_client.mjs $<TARGET_FILE:bashexec_cli> "echo hello from bashexec")
   set_tests_properties(mcp_sdk_client mcp_sdk_http_client example_mcp_client PROPERTIES
     TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mcp" RESOURCE_LOCK bashexec_mcp_node)
+  # The official conformance suite's server scenarios against `mcp --http`
+  # (Node 22 and the suite from the npm registry into the build tree).
+  add_test(NAME mcp_conformance
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run_conformance.sh ${CMAKE_CURRENT_BINARY_DIR}/mcp-conformance
+            $<TARGET_FILE:bashexec_cli>)
+  set_tests_properties(mcp_conformance PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mcp")
   add_test(NAME mcp_stdlib_client
     COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/mcp/mcp_stdlib_test.py $<TARGET_FILE:bashexec_cli>
             ${CMAKE_CURRENT_BINARY_DIR})

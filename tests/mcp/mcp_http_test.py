@@ -253,7 +253,7 @@ def _():
         status, _, text = server.request("POST", ping, session=session)
         check("ping in the session: its response on the SSE stream",
               status == 200 and sse_messages(text) == [{"jsonrpc": "2.0", "id": 7, "result": {}}], text)
-        check("the stream opens with a priming event", text.startswith("id: ") and "\ndata:\n\n" in text, text[:80])
+        check("the stream opens with a priming event", re.match(r"id: \d+\.0\nretry: \d+\ndata:\n\n", text), text[:80])
         status, _, _ = server.request("POST", ping, session=session, version="1999-01-01")
         check("an MCP-Protocol-Version it does not speak: 400", status == 400, str(status))
         status, _, text = server.request("POST", {"jsonrpc": "2.0", "method": "notifications/nothing"}, session=session)

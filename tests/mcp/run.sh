@@ -9,16 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$1 script=$2
 shift 2
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "SKIP: $tool is not installed (scripts/install-deps.sh installs nodejs and npm)"
-    exit 77
-  fi
-done
-mkdir -p "$work"
-if ! cmp -s "$here/package-lock.json" "$work/package-lock.json" || [ ! -d "$work/node_modules" ]; then
-  cp "$here/package.json" "$here/package-lock.json" "$work/"
-  (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+source "$here/npm_install.sh"
+npm_install "$here" "$work"
 cp "$script" "$work/"
 exec node "$work/$(basename "$script")" "$@"

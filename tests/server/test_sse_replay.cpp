@@ -37,7 +37,7 @@ TEST_CASE("sse: a reconnecting client gets every event after its last one, in or
   CHECK(after_two.events[0] == format_event({2, 3}, "m3"));
   CHECK(after_two.events[2] == format_event({2, 5}, "m5"));
   CHECK(stream.since({2, 0}).events.size() == 5);  // from the priming event: all of it
-  CHECK(priming_event(2) == "id: 2.0\ndata:\n\n");
+  CHECK(priming_event(2, 500) == "id: 2.0\nretry: 500\ndata:\n\n");
   CHECK(stream.since({2, 5}).events.empty());  // up to date
   CHECK(stream.since({2, 5}).what == replay::kind::events);
 }

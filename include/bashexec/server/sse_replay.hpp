@@ -71,8 +71,11 @@ inline std::string format_event(event_position at, std::string_view data) {
 }
 
 /// The event a stream opens with: an id and no data, so that a client can
-/// resume it before its first message (MCP 2025-11-25; clients skip it).
-inline std::string priming_event(std::uint64_t stream) { return fmt::format("id: {}.0\ndata:\n\n", stream); }
+/// resume it before its first message (MCP 2025-11-25; clients skip it),
+/// and how long a client waits before it reconnects (`retry`, ms).
+inline std::string priming_event(std::uint64_t stream, unsigned retry_ms = 1000) {
+  return fmt::format("id: {}.0\nretry: {}\ndata:\n\n", stream, retry_ms);
+}
 
 /// What a reconnecting client gets.
 struct replay {
