@@ -46,6 +46,9 @@ kill -TERM "$server"
 server_status=0
 wait "$server" || server_status=$?
 trap 'rm -rf "$scratch"' EXIT
+if [ "$status" != 0 ] || [ "$server_status" != 143 ]; then
+  echo "the server's stderr:"; cat "$log"
+fi
 if [ "$server_status" != 143 ]; then
   echo "FAIL: the server exited $server_status on SIGTERM (143 expected)"
   cat "$log"

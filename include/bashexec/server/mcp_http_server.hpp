@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -61,7 +62,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -309,6 +309,9 @@ class mcp_http_server {
         co_await pause.async_wait(token(ec));
         continue;
       }
+      // Answers are small and interactive: each write goes out at once
+      // rather than wait for the client's delayed ACK (Nagle).
+      socket.set_option(tcp::no_delay(true), ec);
       boost::asio::co_spawn(io_, serve_connection(std::move(socket)), boost::asio::detached);
     }
   }
@@ -983,37 +986,42 @@ class mcp_http_server {
       }
     } on_exit{*this, *s, *st, out};
 
+    // The header and the events ready go out in one write, and the last
+    // events with the end of the response: on the loopback each write is a
+    // packet and a wakeup of the client. The chunk framing (RFC 9112 7.1:
+    // hex size, CRLF, data, CRLF; a zero chunk ends it) is written here for
+    // that reason; Beast serializes the header.
+    std::ostringstream head;
+    head << response.base();
+    std::string wire = head.str();
     error_code ec;
-    beast_http::response_serializer<beast_http::empty_body> serializer(response);
-    stream.expires_after(options_.write_timeout);
-    co_await beast_http::async_write_header(stream, serializer, token(ec));
-    if (ec) co_return false;
     for (;;) {
-      if (!out->queue.empty() && !out->dead) {
-        std::string batch;
-        for (auto& event : out->queue) batch += event;
+      if (out->dead) co_return false;
+      if (!out->queue.empty() || out->finished || !wire.empty()) {
+        std::size_t size = 0;
+        for (const auto& event : out->queue) size += event.size();
+        if (size > 0) {
+          wire += fmt::format("{:x}\r\n", size);
+          for (const auto& event : out->queue) wire += event;
+          wire += "\r\n";
+        }
         out->queue.clear();
         out->bytes = 0;
+        const bool last = out->finished;
+        if (last) wire += "0\r\n\r\n";
         stream.expires_after(options_.write_timeout);
-        co_await boost::asio::async_write(stream, beast_http::make_chunk(boost::asio::buffer(batch)), token(ec));
-        if (ec) co_return false;
-        continue;
-      }
-      if (out->dead) co_return false;
-      if (out->finished) {
-        stream.expires_after(options_.write_timeout);
-        co_await boost::asio::async_write(stream, beast_http::make_chunk_last(), token(ec));
+        co_await boost::asio::async_write(stream, boost::asio::buffer(wire), token(ec));
         stream.expires_never();
-        co_return !ec;
+        wire.clear();
+        if (ec) co_return false;
+        if (last) co_return true;
+        continue;
       }
       out->wake.expires_after(options_.heartbeat);
       co_await out->wake.async_wait(token(ec));
       if (!ec && out->queue.empty() && !out->finished && !out->dead) {
-        static constexpr std::string_view beat = ": keep-alive\n\n";
-        stream.expires_after(options_.write_timeout);
-        co_await boost::asio::async_write(stream, beast_http::make_chunk(boost::asio::buffer(beat.data(), beat.size())),
-                                          token(ec));
-        if (ec) co_return false;
+        constexpr std::string_view beat = ": keep-alive\n\n";  // an SSE comment
+        wire = fmt::format("{:x}\r\n{}\r\n", beat.size(), beat);
       }
     }
   }

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""`bashexec mcp` over HTTP against the same over stdio, in one run.
+
+SESSIONS concurrent MCP sessions each make CALLS sequential `tools/call`s of
+`bash` with `true`, after a warm-up call, and the two transports are
+measured the way each is deployed:
+
+  - stdio: one `bashexec mcp` process per session (how a stdio MCP client
+    runs its server), each call one line out and one line back;
+  - HTTP: one `bashexec mcp --http 127.0.0.1:0` serving every session, each
+    session one kept-alive connection, each call a POST answered by an SSE
+    stream.
+
+Reported for each: calls per second over all sessions, p50 and p99 latency
+of one call, and resident memory at SESSIONS sessions (the one HTTP server's
+VmRSS; the sum of the stdio servers'); then HTTP/stdio ratios. The target
+(issue 29): HTTP p50 within 1.3x of stdio.
+
+  python3 benchmarks/mcp_http_bench.py --cli build/bench/apps/bashexec
+  python3 benchmarks/mcp_http_bench.py --cli ... --sessions 200 --calls 20 --json out.json
+
+Python standard library only; every address is 127.0.0.1. The client's own
+cost (Python, one thread per session) is in both figures alike.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+READY = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(i):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": "true", "description": "bench"}}}
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def run_sessions(sessions, body):
+    """Runs body(index, barrier, latencies) on one thread per session."""
+    latencies, errors = [], []
+    lock = threading.Lock()
+    barrier = threading.Barrier(sessions + 1)
+
+    def worker(index):
+        mine = []
+        try:
+            body(index, barrier, mine)
+        except Exception as e:  # counted, never hidden
+            errors.append(f"session {index}: {type(e).__name__}: {e}")
+            try:
+                barrier.abort()
+            except threading.BrokenBarrierError:
+                pass
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    return threads, barrier, latencies, errors
+
+
+def measure(threads, barrier, latencies, errors, sample):
+    """Releases the sessions (all set up), then times them to the end."""
+    barrier.wait()  # every session is set up: sample memory now
+    memory = sample()
+    began = time.perf_counter()
+    barrier.wait()  # go
+    for t in threads:
+        t.join()
+    return time.perf_counter() - began, memory
+
+
+def bench_stdio(cli, workdir, sessions, calls):
+    procs = [subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for _ in range(sessions)]
+
+    def body(index, barrier, mine):
+        p = procs[index]
+
+        def send(message):
+            p.stdin.write((json.dumps(message) + "\n").encode())
+            p.stdin.flush()
+
+        send(INIT)
+        p.stdout.readline()
+        send(READY)
+        send(call(1))
+        p.stdout.readline()
+        barrier.wait()
+        barrier.wait()
+        for i in range(calls):
+            began = time.perf_counter()
+            send(call(2 + i))
+            answer = json.loads(p.stdout.readline())
+            mine.append(time.perf_counter() - began)
+            if "result" not in answer:
+                raise RuntimeError(f"unexpected answer {answer}")
+
+    threads, barrier, latencies, errors = run_sessions(sessions, body)
+    try:
+        elapsed, memory = measure(threads, barrier, latencies, errors, lambda: sum(rss_kib(p.pid) for p in procs))
+    finally:
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            p.wait(timeout=60)
+    return elapsed, memory, latencies, errors
+
+
+def bench_http(cli, workdir, sessions, calls):
+    server = subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir, "--http", "127.0.0.1:0",
+                               "--max-sessions", str(sessions + 8)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    found = re.search(r"http://127\.0\.0\.1:(\d+)(/\S*)", server.stderr.readline().decode())
+    if not found:
+        raise RuntimeError("the HTTP server did not start")
+    port, path = int(found.group(1)), found.group(2)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def body(index, barrier, mine):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+        def post(message, session=None):
+            sent = dict(headers)
+            if session:
+                sent["Mcp-Session-Id"] = session
+                sent["MCP-Protocol-Version"] = "2025-11-25"
+            conn.request("POST", path, body=json.dumps(message), headers=sent)
+            response = conn.getresponse()
+            text = response.read().decode()
+            return response, text
+
+        response, _ = post(INIT)
+        session = response.getheader("Mcp-Session-Id")
+        post(READY, session)
+        post(call(1), session)
+        barrier.wait()
+        barrier.wait()
+        for i in range(calls):
+            began = time.perf_counter()
+            response, text = post(call(2 + i), session)
+            mine.append(time.perf_counter() - began)
+            if response.status != 200 or '"result"' not in text:
+                raise RuntimeError(f"unexpected answer {response.status} {text[:200]}")
+        conn.close()
+
+    threads, barrier, latencies, errors = run_sessions(sessions, body)
+    try:
+        elapsed, memory = measure(threads, barrier, latencies, errors, lambda: rss_kib(server.pid))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server.stderr.close()
+    return elapsed, memory, latencies, errors
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="bashexec-mcp-bench-")
+    report = {"sessions": args.sessions, "calls_per_session": args.calls}
+    failed = False
+    for name, bench in (("stdio", bench_stdio), ("http", bench_http)):
+        elapsed, memory, latencies, errors = bench(args.cli, workdir, args.sessions, args.calls)
+        if errors or not latencies:
+            failed = True
+            print(f"{name}: {len(errors)} session(s) failed: {errors[:3]}", file=sys.stderr)
+            continue
+        report[name] = {
+            "calls_per_second": len(latencies) / elapsed,
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": percentile(latencies, 99) * 1000,
+            "rss_mib": memory / 1024,
+        }
+        r = report[name]
+        print(f"{name:5}  {len(latencies)} calls in {elapsed:.2f} s: {r['calls_per_second']:.0f} calls/s, "
+              f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, RSS at {args.sessions} sessions "
+              f"{r['rss_mib']:.1f} MiB")
+    if "stdio" in report and "http" in report:
+        s, h = report["stdio"], report["http"]
+        report["ratios_http_over_stdio"] = {
+            "calls_per_second": h["calls_per_second"] / s["calls_per_second"],
+            "p50": h["p50_ms"] / s["p50_ms"],
+            "p99": h["p99_ms"] / s["p99_ms"],
+            "rss": h["rss_mib"] / s["rss_mib"],
+        }
+        r = report["ratios_http_over_stdio"]
+        print(f"http/stdio  calls/s {r['calls_per_second']:.2f}x, p50 {r['p50']:.2f}x (target <= 1.3x), "
+              f"p99 {r['p99']:.2f}x, RSS {r['rss']:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    os.system(f"rm -rf '{workdir}'")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
