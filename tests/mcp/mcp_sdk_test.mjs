@@ -164,7 +164,12 @@ async function startHttpServer(relay) {
   await relay.listening;
   const child = spawn(bashexec, ['mcp', '--http', '127.0.0.1:0', '--workdir', workdir,
     '--allow-host', `127.0.0.1:${relay.port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  let stopping = false;
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
+    // Only the SIGTERM check ends it: any other exit is a failure, said with its stderr.
+    if (!stopping) check('http: the server runs until told to stop', false, `exit ${code} signal ${signal}: ${stderr}`);
+    resolve({ code, signal });
+  }));
   let stderr = '';
   const url = await new Promise((resolve, reject) => {
     child.stderr.on('data', (chunk) => {
@@ -176,7 +181,7 @@ async function startHttpServer(relay) {
   });
   relay.upstream = Number(new URL(url).port);
   relay.url = `http://127.0.0.1:${relay.port}/mcp`;
-  return { child, url, exited, stderr: () => stderr };
+  return { child, url, exited, stderr: () => stderr, stop: () => { stopping = true; child.kill('SIGTERM'); } };
 }
 
 const relay = overHttp ? makeRelay() : null;
@@ -483,7 +488,7 @@ if (overHttp) {
     await client.callTool(bash(background, { run_in_background: true }));
     const inFlight = client.callTool(bash(foreground), CallToolResultSchema, { timeout: 60000 }).catch((e) => e);
     check('sigterm: both commands run', await waitUntil(() => pids(background).length > 0 && pids(foreground).length > 0, 10000));
-    http.child.kill('SIGTERM');
+    http.stop();
     const { code } = await http.exited;
     check('sigterm: exit 143', code === 143, `exit ${code}; stderr: ${http.stderr()}`);
     const answer = await inFlight;

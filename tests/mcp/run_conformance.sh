@@ -47,6 +47,15 @@ server_status=0
 wait "$server" || server_status=$?
 trap 'rm -rf "$scratch"' EXIT
 if [ "$status" != 0 ] || [ "$server_status" != 143 ]; then
+  echo "the failed checks:"
+  python3 - "$scratch/results" <<'PY' || true
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "checks.json"))):
+    for check in json.load(open(path)):
+        if check.get("status") == "FAILURE":
+            print(f"  {os.path.basename(os.path.dirname(path))}: {check.get('id')}: {check.get('errorMessage')}")
+            print(f"    {json.dumps(check.get('details'))[:600]}")
+PY
   echo "the server's stderr:"; cat "$log"
 fi
 if [ "$server_status" != 143 ]; then

@@ -160,7 +160,7 @@ TEST_CASE("mcp_http_server refuses options that cannot serve, naming the field",
   CHECK_THROWS_AS(server::mcp_http_server(server::http_session_factory{}, {}), std::invalid_argument);
 }
 
-TEST_CASE("mcp_http_server serves a session over a socket; stop ends it and kills its background commands",
+TEST_CASE("mcp_http_server serves a session over a socket, and stop ends it and kills its background commands",
           "[http][server]") {
   local_executor executor;
   std::optional<running_server> running(std::in_place, executor);
