@@ -46,6 +46,8 @@
 #include <utility>
 #include <vector>
 
+#include <csignal>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,7 +55,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -255,7 +257,9 @@ class mcp_http_server {
     std::string id;
     std::unique_ptr<http_session_backend> backend;
     std::thread thread;
-    boost::asio::posix::stream_descriptor pipe;  // our end of the socket pair
+    // Our end of the socket pair: a socket, so that Asio writes it with
+    // MSG_NOSIGNAL (a session that closed its end is EPIPE, never SIGPIPE).
+    boost::asio::local::stream_protocol::socket pipe;
     std::deque<std::string> to_server;
     bool writing = false;
     std::string read_buffer;
@@ -364,8 +368,14 @@ class mcp_http_server {
     auto s = std::make_shared<session>(io_);
     s->id = http::new_session_id();
     const int theirs = pair[1];
+    error_code assigned;
+    s->pipe.assign(boost::asio::local::stream_protocol(), pair[0], assigned);
+    if (assigned) {
+      ::close(pair[0]);
+      ::close(theirs);
+      throw infrastructure_error(fmt::format("an MCP session's socket: {}", assigned.message()));
+    }
     try {
-      s->pipe.assign(pair[0]);
       s->backend = sessions_factory_(theirs, "http-" + s->id);
     } catch (...) {
       ::close(theirs);
@@ -373,6 +383,13 @@ class mcp_http_server {
     }
     http_session_backend* backend = s->backend.get();
     s->thread = std::thread([backend, theirs] {
+      // The session's server writes its end with write(2), and so do the
+      // threads it starts (they inherit this mask): a closed peer is EPIPE
+      // for them, never a SIGPIPE that would end the host.
+      sigset_t pipe_signal;
+      sigemptyset(&pipe_signal);
+      sigaddset(&pipe_signal, SIGPIPE);
+      ::pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
       backend->serve();
       // End of its output: the transport's reader sees it and finalizes.
       ::shutdown(theirs, SHUT_RDWR);
