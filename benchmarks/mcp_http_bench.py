@@ -12,8 +12,10 @@ measured the way each is deployed:
     stream.
 
 Reported for each: calls per second over all sessions, p50 and p99 latency
-of one call, and resident memory at SESSIONS sessions (the one HTTP server's
-VmRSS; the sum of the stdio servers'); then HTTP/stdio ratios. The target
+of one call, resident memory at SESSIONS sessions (the one HTTP server's
+VmRSS; the sum of the stdio servers'), and the servers' CPU per call (user
+and system, the server's own and its commands' apart: the part of the cost
+that is the server's, not this Python client's); then HTTP/stdio ratios. The target
 (issue 29): HTTP p50 within 1.3x of stdio.
 
   python3 benchmarks/mcp_http_bench.py --cli build/bench/apps/bashexec
@@ -56,6 +58,18 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_seconds(pid, children=False):
+    """User + system CPU of a process (with `children`: of its reaped
+    children, the commands, instead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        first = 13 if children else 11
+        return sum(int(x) for x in fields[first:first + 2]) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -86,15 +100,18 @@ def run_sessions(sessions, body):
     return threads, barrier, latencies, errors
 
 
-def measure(threads, barrier, latencies, errors, sample):
-    """Releases the sessions (all set up), then times them to the end."""
+def measure(threads, barrier, latencies, errors, sample, cpu):
+    """Releases the sessions (all set up), then times them to the end: wall
+    time, memory at the start, and the servers' CPU over the run."""
     barrier.wait()  # every session is set up: sample memory now
     memory = sample()
+    cpu_before = cpu()
     began = time.perf_counter()
     barrier.wait()  # go
     for t in threads:
         t.join()
-    return time.perf_counter() - began, memory
+    own, children = cpu()
+    return time.perf_counter() - began, memory, (own - cpu_before[0], children - cpu_before[1])
 
 
 def bench_stdio(cli, workdir, sessions, calls):
@@ -125,13 +142,14 @@ def bench_stdio(cli, workdir, sessions, calls):
 
     threads, barrier, latencies, errors = run_sessions(sessions, body)
     try:
-        elapsed, memory = measure(threads, barrier, latencies, errors, lambda: sum(rss_kib(p.pid) for p in procs))
+        elapsed, memory, cpu = measure(threads, barrier, latencies, errors, lambda: sum(rss_kib(p.pid) for p in procs),
+                                       lambda: (sum(cpu_seconds(p.pid) for p in procs), sum(cpu_seconds(p.pid, True) for p in procs)))
     finally:
         for p in procs:
             p.stdin.close()
         for p in procs:
             p.wait(timeout=60)
-    return elapsed, memory, latencies, errors
+    return elapsed, memory, cpu, latencies, errors
 
 
 def bench_http(cli, workdir, sessions, calls):
@@ -173,12 +191,13 @@ def bench_http(cli, workdir, sessions, calls):
 
     threads, barrier, latencies, errors = run_sessions(sessions, body)
     try:
-        elapsed, memory = measure(threads, barrier, latencies, errors, lambda: rss_kib(server.pid))
+        elapsed, memory, cpu = measure(threads, barrier, latencies, errors, lambda: rss_kib(server.pid),
+                                       lambda: (cpu_seconds(server.pid), cpu_seconds(server.pid, True)))
     finally:
         server.terminate()
         server.wait(timeout=60)
         server.stderr.close()
-    return elapsed, memory, latencies, errors
+    return elapsed, memory, cpu, latencies, errors
 
 
 def main():
@@ -192,7 +211,7 @@ def main():
     report = {"sessions": args.sessions, "calls_per_session": args.calls}
     failed = False
     for name, bench in (("stdio", bench_stdio), ("http", bench_http)):
-        elapsed, memory, latencies, errors = bench(args.cli, workdir, args.sessions, args.calls)
+        elapsed, memory, cpu, latencies, errors = bench(args.cli, workdir, args.sessions, args.calls)
         if errors or not latencies:
             failed = True
             print(f"{name}: {len(errors)} session(s) failed: {errors[:3]}", file=sys.stderr)
@@ -202,11 +221,14 @@ def main():
             "p50_ms": statistics.median(latencies) * 1000,
             "p99_ms": percentile(latencies, 99) * 1000,
             "rss_mib": memory / 1024,
+            "server_cpu_ms_per_call": cpu[0] * 1000 / len(latencies),
+            "commands_cpu_ms_per_call": cpu[1] * 1000 / len(latencies),
         }
         r = report[name]
         print(f"{name:5}  {len(latencies)} calls in {elapsed:.2f} s: {r['calls_per_second']:.0f} calls/s, "
               f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, RSS at {args.sessions} sessions "
-              f"{r['rss_mib']:.1f} MiB")
+              f"{r['rss_mib']:.1f} MiB, CPU per call: server {r['server_cpu_ms_per_call']:.2f} ms, "
+              f"its commands {r['commands_cpu_ms_per_call']:.2f} ms")
     if "stdio" in report and "http" in report:
         s, h = report["stdio"], report["http"]
         report["ratios_http_over_stdio"] = {
@@ -214,10 +236,11 @@ def main():
             "p50": h["p50_ms"] / s["p50_ms"],
             "p99": h["p99_ms"] / s["p99_ms"],
             "rss": h["rss_mib"] / s["rss_mib"],
+            "server_cpu_per_call": h["server_cpu_ms_per_call"] / s["server_cpu_ms_per_call"],
         }
         r = report["ratios_http_over_stdio"]
         print(f"http/stdio  calls/s {r['calls_per_second']:.2f}x, p50 {r['p50']:.2f}x (target <= 1.3x), "
-              f"p99 {r['p99']:.2f}x, RSS {r['rss']:.2f}x")
+              f"p99 {r['p99']:.2f}x, RSS {r['rss']:.2f}x, server CPU per call {r['server_cpu_per_call']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
