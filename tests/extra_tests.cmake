@@ -158,7 +158,10 @@ if(TARGET bashexec_cli)
   add_test(NAME example_serve_harness
     COMMAND python3 ${PROJECT_SOURCE_DIR}/examples/serve_harness.py $<TARGET_FILE:bashexec_cli>)
   set_tests_properties(mcp_stdlib_client example_serve_harness PROPERTIES TIMEOUT 120 LABELS "mcp")
-  set_tests_properties(mcp_http_client PROPERTIES TIMEOUT 300 LABELS "mcp")
+  add_test(NAME mcp_http_client_unprivileged
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/mcp/run_http_unprivileged.sh $<TARGET_FILE:bashexec_cli>)
+  set_tests_properties(mcp_http_client mcp_http_client_unprivileged PROPERTIES TIMEOUT 300 LABELS "mcp")
+  set_tests_properties(mcp_http_client_unprivileged PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
 # --- hidden Catch2 cases, each run by an entry of its own --------------------

@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -41,6 +42,7 @@ EXPECTED = [
     "a GET stream never read",
     "a client SIGKILLed mid-call",
     "an idle session expires and its commands die",
+    "a command cannot reach the server that runs it",
     "SIGTERM: exit 143, nothing left running",
 ]
 
@@ -458,6 +460,34 @@ def _():
         check("and the session is gone: 404", status == 404, str(status))
     finally:
         server.stop()
+
+
+@section("a command cannot reach the server that runs it")
+def _():
+    # Under network full a confined command shares the host's loopback: were
+    # it served, it could open a session of its own and approve its own
+    # escalation. Each backend, and a background command that left its
+    # process group, must be refused before a byte is read.
+    probe = ("exec 3<>/dev/tcp/127.0.0.1/{port} && "
+             "printf 'POST {path} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nContent-Type: application/json\\r\\n"
+             "Accept: application/json, text/event-stream\\r\\nContent-Length: 40\\r\\n\\r\\n"
+             "{{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"method\\\":\\\"ping\\\"}}' >&3 && "
+             "head -c 400 <&3")
+    for args in (["--backend", "bwrap"], ["--backend", "landlock"], ["--unconfined"]):
+        server = Server(*args)
+        try:
+            _, session, _ = server.initialize()
+            status, messages = server.call(session, probe.format(port=server.port, path=server.path))
+            text = result_text(messages)
+            check(f"{' '.join(args)}: the command's request is refused 403", "HTTP/1.1 403" in text, text[:300])
+            check(f"{' '.join(args)}: and told why", "a command that bashexec runs" in text, text[:300])
+            # In a session of its own (out of its process group): still one of ours.
+            status, messages = server.call(session, "setsid -w bash -c " + shlex.quote(
+                probe.format(port=server.port, path=server.path)), request_id=2)
+            text = result_text(messages)
+            check(f"{' '.join(args)}: from a new session (setsid) too", "HTTP/1.1 403" in text, text[:300])
+        finally:
+            server.stop()
 
 
 @section("SIGTERM: exit 143, nothing left running")

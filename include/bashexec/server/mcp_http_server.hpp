@@ -47,7 +47,9 @@
 #include <vector>
 
 #include <csignal>
+#include <cstring>
 #include <pthread.h>
+#include <ifaddrs.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +76,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/detail/kernel/socket_owner.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/server/http_guard.hpp"
 #include "bashexec/server/http_sessions.hpp"
@@ -128,6 +131,14 @@ struct mcp_http_options {
   std::chrono::milliseconds heartbeat{std::chrono::seconds(15)};
   /// Streams with requests still unanswered, per session (429 past it).
   std::size_t max_open_streams = 64;
+  /// Refuse a connection from one of the commands bashexec runs (a
+  /// descendant of this process, or a process in an executor's command
+  /// cgroup), and one from this host whose process cannot be found: under
+  /// `network: full` a confined command shares the host's loopback, and
+  /// must not ask the server that confines it for a session of its own
+  /// (docs/security.md, "MCP over HTTP"). Off only for a server whose
+  /// clients are themselves such commands.
+  bool refuse_own_commands = true;
   /// Each stream's replay buffer (sse_replay.hpp).
   std::size_t replay_events = 256;
   std::size_t replay_bytes = std::size_t{1} << 20;
@@ -316,8 +327,69 @@ class mcp_http_server {
       // Answers are small and interactive: each write goes out at once
       // rather than wait for the client's delayed ACK (Nagle).
       socket.set_option(tcp::no_delay(true), ec);
+      if (options_.refuse_own_commands)
+        if (auto why = own_command_peer(socket)) {
+          boost::asio::co_spawn(io_, refuse_connection(std::move(socket), std::move(*why)), boost::asio::detached);
+          continue;
+        }
       boost::asio::co_spawn(io_, serve_connection(std::move(socket)), boost::asio::detached);
     }
+  }
+
+  /// This host's own address: loopback, the connection's local address, or
+  /// one of the interfaces' (a command may connect to any of them).
+  static bool host_address(boost::asio::ip::address peer, const boost::asio::ip::address& own) {
+    if (peer.is_v6() && peer.to_v6().is_v4_mapped())
+      peer = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, peer.to_v6());
+    if (peer.is_loopback() || peer == own) return true;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return true;  // cannot tell: treated as local, so checked
+    bool found = false;
+    for (const ifaddrs* at = list; at && !found; at = at->ifa_next) {
+      if (!at->ifa_addr) continue;
+      if (at->ifa_addr->sa_family == AF_INET && peer.is_v4())
+        found = std::memcmp(&reinterpret_cast<const sockaddr_in*>(at->ifa_addr)->sin_addr,
+                            peer.to_v4().to_bytes().data(), 4) == 0;
+      else if (at->ifa_addr->sa_family == AF_INET6 && peer.is_v6())
+        found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(at->ifa_addr)->sin6_addr,
+                            peer.to_v6().to_bytes().data(), 16) == 0;
+    }
+    ::freeifaddrs(list);
+    return found;
+  }
+
+  /// Why a connection is refused before it is read, if it is: it comes from
+  /// this host, and its process is one of the commands an executor runs, or
+  /// cannot be found (gone already, or hidden from this server).
+  static std::optional<std::string> own_command_peer(tcp::socket& socket) {
+    error_code ec;
+    const tcp::endpoint peer = socket.remote_endpoint(ec);
+    if (ec) return "the peer's address cannot be read";
+    const tcp::endpoint own = socket.local_endpoint(ec);
+    if (ec) return "the connection's own address cannot be read";
+    if (!host_address(peer.address(), own.address())) return std::nullopt;  // another host
+    sockaddr_storage peer_at{};
+    sockaddr_storage own_at{};
+    std::memcpy(&peer_at, peer.data(), std::min<std::size_t>(peer.size(), sizeof peer_at));
+    std::memcpy(&own_at, own.data(), std::min<std::size_t>(own.size(), sizeof own_at));
+    const auto inode = bashexec::detail::tcp_socket_inode(peer_at, own_at);  // the peer's end: its own = peer
+    if (!inode || *inode == 0) return "a connection from this host whose socket has no process";
+    bool unreadable = false;
+    const auto holders = bashexec::detail::socket_holders(*inode, unreadable);
+    if (holders.empty()) return "a connection from this host by a process this server cannot see";
+    const pid_t self = ::getpid();
+    for (const pid_t pid : holders)
+      if (pid != self && (bashexec::detail::descends_from(pid, self) || bashexec::detail::in_cgroup_named(pid, "bashexec-")))
+        return fmt::format("a connection from a command that bashexec runs (pid {}): a command may not ask the "
+                           "server that confines it for a session",
+                           pid);
+    return std::nullopt;
+  }
+
+  boost::asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why) {
+    boost::beast::tcp_stream stream(std::move(socket));
+    co_await refuse(stream, status::forbidden, mcp::invalid_request, why, false);
+    co_await close_gracefully(stream);
   }
 
   boost::asio::awaitable<void> sweep_idle() {
