@@ -11,6 +11,7 @@
 // /proc formats are stable kernel ABI (proc(5)).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
