@@ -40,6 +40,7 @@ EXPECTED = [
     "a client sending one byte a second",
     "1,000 sessions",
     "a GET stream never read",
+    "a session that reads nothing: its backlog is bounded",
     "a client SIGKILLed mid-call",
     "an idle session expires and its commands die",
     "a command cannot reach the server that runs it",
@@ -416,6 +417,38 @@ def _():
         status, messages = server.call(stalled, "echo own-session")
         check("its own session still answers on new streams", status == 200 and "own-session" in result_text(messages))
         never_read.close()
+    finally:
+        server.stop()
+
+
+@section("a session that reads nothing: its backlog is bounded")
+def _():
+    # One worker slot, taken by a sleep: the session's server reads nothing
+    # more, so what a client POSTs waits in the transport, up to 32 MiB.
+    server = Server("--max-in-flight", "1")
+    try:
+        _, session, _ = server.initialize()
+        # The first call takes the slot; the second waits for it, and so
+        # does the session's reading.
+        busy = [subprocess.Popen([sys.executable, "-c", f"""
+import http.client, json
+c = http.client.HTTPConnection("127.0.0.1", {server.port})
+c.request("POST", "{server.path}", body=json.dumps({{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {{
+    "name": "bash", "arguments": {{"command": "sleep 3", "description": "x"}}}}}}),
+    headers={{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "Mcp-Session-Id": "{session}", "MCP-Protocol-Version": "{VERSION}"}})
+c.getresponse().read()
+"""]) for n in (1, 2)]
+        time.sleep(0.7)
+        pad = json.dumps({"jsonrpc": "2.0", "method": "notifications/padding", "params": {"pad": "x" * (15 << 20)}})
+        statuses = [server.request("POST", pad.encode(), session=session)[0] for _ in range(4)]
+        check("notifications queue while it is busy, then 429", statuses[:2] == [202, 202] and 429 in statuses,
+              str(statuses))
+        for b in busy:
+            b.wait(timeout=30)
+        status, messages = server.call(session, "echo drained", request_id=5)
+        check("once the call ends the session reads again", status == 200 and "drained" in result_text(messages),
+              str(messages)[:200])
     finally:
         server.stop()
 

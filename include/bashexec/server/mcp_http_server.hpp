@@ -141,7 +141,11 @@ struct mcp_http_options {
   bool refuse_own_commands = true;
   /// Each stream's replay buffer (sse_replay.hpp).
   std::size_t replay_events = 256;
-  std::size_t replay_bytes = std::size_t{1} << 20;
+  std::size_t replay_bytes = std::size_t{256} << 10;
+  /// Bytes of messages written to a session and not yet taken by it (its
+  /// server reads nothing while every worker slot is busy); a POST past it
+  /// is answered 429.
+  std::size_t max_session_backlog = std::size_t{32} << 20;
 };
 
 class mcp_http_server {
@@ -273,6 +277,7 @@ class mcp_http_server {
     boost::asio::local::stream_protocol::socket pipe;
     std::deque<std::string> to_server;
     bool writing = false;
+    std::size_t backlog = 0;  // bytes in to_server
     std::string read_buffer;
     std::map<std::uint64_t, std::shared_ptr<event_stream>> streams;
     std::deque<std::uint64_t> retired;
@@ -521,6 +526,7 @@ class mcp_http_server {
 
   void send_to_session(const std::shared_ptr<session>& s, std::string line) {
     line += '\n';
+    s->backlog += line.size();
     s->to_server.push_back(std::move(line));
     if (!s->writing) boost::asio::co_spawn(io_, write_session(s), boost::asio::detached);
   }
@@ -532,9 +538,11 @@ class mcp_http_server {
       co_await boost::asio::async_write(s->pipe, boost::asio::buffer(s->to_server.front()), token(ec));
       if (ec) {
         s->to_server.clear();
+        s->backlog = 0;
         end_session(s);
         break;
       }
+      s->backlog -= s->to_server.front().size();
       s->to_server.pop_front();
     }
     s->writing = false;
@@ -898,6 +906,12 @@ class mcp_http_server {
       s = co_await find_session(stream, req, keep);
       if (!s) co_return keep;
     }
+    if (s->backlog > options_.max_session_backlog)
+      co_return co_await refuse(stream, status::too_many_requests, mcp::invalid_request,
+                                fmt::format("the session has {} bytes of messages it has not read yet (all its "
+                                            "calls are busy); retry once some have answered",
+                                            s->backlog),
+                                true, nullptr, "Retry-After", "1");
     // The requests in it (a batch holds several), by key.
     std::vector<const nlohmann::json*> requests;
     const auto collect = [&](const nlohmann::json& element) {
