@@ -37,6 +37,8 @@ import tempfile
 import threading
 import time
 
+EXTRA = []  # --server-arg: flags given to both servers
+
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
 READY = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -115,7 +117,7 @@ def measure(threads, barrier, latencies, errors, sample, cpu):
 
 
 def bench_stdio(cli, workdir, sessions, calls):
-    procs = [subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir], stdin=subprocess.PIPE,
+    procs = [subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir, *EXTRA], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for _ in range(sessions)]
 
     def body(index, barrier, mine):
@@ -153,7 +155,7 @@ def bench_stdio(cli, workdir, sessions, calls):
 
 
 def bench_http(cli, workdir, sessions, calls):
-    server = subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir, "--http", "127.0.0.1:0",
+    server = subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir, *EXTRA, "--http", "127.0.0.1:0",
                                "--max-sessions", str(sessions + 8)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     found = re.search(r"http://127\.0\.0\.1:(\d+)(/\S*)", server.stderr.readline().decode())
@@ -206,7 +208,10 @@ def main():
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--json")
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="a flag for both servers (repeatable), e.g. --server-arg=--containment=process-group")
     args = parser.parse_args()
+    EXTRA.extend(args.server_arg)
     workdir = tempfile.mkdtemp(prefix="bashexec-mcp-bench-")
     report = {"sessions": args.sessions, "calls_per_session": args.calls}
     failed = False
