@@ -131,9 +131,9 @@ struct mcp_http_options {
   std::chrono::milliseconds heartbeat{std::chrono::seconds(15)};
   /// Streams with requests still unanswered, per session (429 past it).
   std::size_t max_open_streams = 64;
-  /// Refuse a connection from one of the commands bashexec runs (a
-  /// descendant of this process, or a process in an executor's command
-  /// cgroup), and one from this host whose process cannot be found: under
+  /// Refuse a connection from one of the commands this process runs (a
+  /// descendant, or a process in a command cgroup one of its executors
+  /// made), and one from this host whose process cannot be found: under
   /// `network: full` a confined command shares the host's loopback, and
   /// must not ask the server that confines it for a session of its own
   /// (docs/security.md, "MCP over HTTP"). Off only for a server whose
@@ -383,8 +383,11 @@ class mcp_http_server {
     const auto holders = bashexec::detail::socket_holders(*inode, unreadable);
     if (holders.empty()) return "a connection from this host by a process this server cannot see";
     const pid_t self = ::getpid();
+    // This process's executors name their command cgroups bashexec-PID-….
+    const std::string own_cgroups = fmt::format("bashexec-{}-", self);
     for (const pid_t pid : holders)
-      if (pid != self && (bashexec::detail::descends_from(pid, self) || bashexec::detail::in_cgroup_named(pid, "bashexec-")))
+      if (pid != self && (bashexec::detail::descends_from(pid, self) ||
+                          bashexec::detail::in_cgroup_named(pid, own_cgroups)))
         return fmt::format("a connection from a command that bashexec runs (pid {}): a command may not ask the "
                            "server that confines it for a session",
                            pid);
