@@ -453,3 +453,48 @@ TEST_CASE("sessions share one executor, and each hears of its own tasks only", "
       mine));
   CHECK(read["result"]["isError"] == true);
 }
+
+TEST_CASE("a stream resumed past its replay bound is told so, then gets what is kept and its end",
+          "[http][server]") {
+  using namespace over_http;
+  local_executor executor;
+  server::mcp_server_options per_session;
+  per_session.progress_interval = 20ms;  // many events for a short call
+  server::mcp_http_options http;
+  http.replay_events = 3;
+  server::mcp_http_server served(server::mcp_sessions(executor, per_session), http);
+  std::thread serving([&] { served.serve(); });
+  const std::uint16_t port = served.port();
+  const std::string session = open_session(port);
+
+  json call = bash_call(7, "sleep 1; echo finished-after-the-drop", false);
+  call["params"]["_meta"] = {{"progressToken", "p"}};
+  const std::string body = call.dump();
+  std::string stream_id;
+  {
+    connection dropped(port);
+    dropped.send("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                 "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                 "Mcp-Session-Id: " + session + "\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\n\r\n" + body);
+    const std::string& first = dropped.read_until(".0\n");
+    const auto at = first.find("id: ");
+    REQUIRE(at != std::string::npos);
+    stream_id = first.substr(at + 4, first.find(".0\n", at) - at - 4);
+  }  // the connection drops after the priming event; the call runs on
+  // Its progress overflows the three events kept while nobody reads.
+  std::this_thread::sleep_for(1500ms);
+  connection resumed(port);
+  resumed.send("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+               "\r\nAccept: text/event-stream\r\nMcp-Session-Id: " + session +
+               "\r\nMCP-Protocol-Version: 2025-11-25\r\nLast-Event-ID: " + stream_id + ".0\r\n\r\n");
+  const std::string& got = resumed.read_until("\r\n0\r\n\r\n");
+  CHECK(got.starts_with("HTTP/1.1 200"));
+  const auto warned = got.find("were dropped from the replay buffer");
+  const auto answered = got.find("finished-after-the-drop");
+  CHECK(warned != std::string::npos);
+  CHECK(answered != std::string::npos);
+  CHECK(warned < answered);  // said first, then what is kept
+  served.stop();
+  serving.join();
+}
