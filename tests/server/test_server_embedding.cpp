@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -497,4 +498,41 @@ TEST_CASE("a stream resumed past its replay bound is told so, then gets what is 
   CHECK(warned < answered);  // said first, then what is kept
   served.stop();
   serving.join();
+}
+
+TEST_CASE("requests POSTed at once on many connections each reach the session whole and are answered",
+          "[http][server]") {
+  using namespace over_http;
+  local_executor executor;
+  running_server running(executor);
+  const std::uint16_t port = running.server.port();
+  const std::string session = open_session(port);
+  // Each connection sends all its requests at once (pipelined), and all
+  // connections start together: many messages for the session arrive in
+  // the same turn of the server's loop, and each must reach it once.
+  constexpr int clients = 16;
+  constexpr int each = 25;
+  std::vector<std::unique_ptr<connection>> connections;
+  std::vector<std::string> batches(clients);
+  for (int c = 0; c < clients; ++c) {
+    connections.push_back(std::make_unique<connection>(port));
+    for (int i = 0; i < each; ++i) {
+      const std::string body = json{{"jsonrpc", "2.0"}, {"id", 1000 + c * each + i}, {"method", "ping"}}.dump();
+      batches[c] += "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                    "\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                    "Mcp-Session-Id: " + session + "\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body;
+    }
+  }
+  for (int c = 0; c < clients; ++c) connections[c]->send(batches[c]);
+  int answered = 0;
+  for (int c = 0; c < clients; ++c) {
+    const std::string last = "\"id\":" + std::to_string(1000 + c * each + each - 1) + ",";
+    const std::string& got = connections[c]->read_until(last);
+    for (int i = 0; i < each; ++i)
+      if (got.find("\"id\":" + std::to_string(1000 + c * each + i) + ",\"jsonrpc\":\"2.0\",\"result\":{}") !=
+          std::string::npos)
+        ++answered;
+  }
+  CHECK(answered == clients * each);
 }

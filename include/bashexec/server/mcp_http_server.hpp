@@ -531,11 +531,16 @@ class mcp_http_server {
     line += '\n';
     s->backlog += line.size();
     s->to_server.push_back(std::move(line));
-    if (!s->writing) boost::asio::co_spawn(io_, write_session(s), boost::asio::detached);
+    // Marked here, not when the writer starts: co_spawn only schedules it,
+    // and a second message before it runs must not start a second writer.
+    if (!s->writing) {
+      s->writing = true;
+      boost::asio::co_spawn(io_, write_session(s), boost::asio::detached);
+    }
   }
 
+  /// The one writer of a session's queue (`writing` is set while it runs).
   boost::asio::awaitable<void> write_session(std::shared_ptr<session> s) {
-    s->writing = true;
     while (!s->to_server.empty()) {
       error_code ec;
       co_await boost::asio::async_write(s->pipe, boost::asio::buffer(s->to_server.front()), token(ec));
