@@ -122,6 +122,19 @@ class Server:
         conn.close()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, text
 
+    def call_from_another_process(self, session, command, request_id=1):
+        """A bash call POSTed by a client process of its own (to be killed,
+        or to hold a worker slot while this one goes on); the Popen."""
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "bash", "arguments": {"command": command, "description": "x"}}}
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Mcp-Session-Id": session, "MCP-Protocol-Version": VERSION}
+        return subprocess.Popen([sys.executable, "-c", "\n".join([
+            "import http.client, json, sys",
+            f"c = http.client.HTTPConnection('127.0.0.1', {self.port})",
+            f"c.request('POST', {self.path!r}, body={json.dumps(request)!r}, headers={headers!r})",
+            "c.getresponse().read()"])])
+
     def initialize(self, headers=None):
         status, got, text = self.request("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "http-test", "version": "1"}}},
@@ -430,15 +443,7 @@ def _():
         _, session, _ = server.initialize()
         # The first call takes the slot; the second waits for it, and so
         # does the session's reading.
-        busy = [subprocess.Popen([sys.executable, "-c", f"""
-import http.client, json
-c = http.client.HTTPConnection("127.0.0.1", {server.port})
-c.request("POST", "{server.path}", body=json.dumps({{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {{
-    "name": "bash", "arguments": {{"command": "sleep 3", "description": "x"}}}}}}),
-    headers={{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-             "Mcp-Session-Id": "{session}", "MCP-Protocol-Version": "{VERSION}"}})
-c.getresponse().read()
-"""]) for n in (1, 2)]
+        busy = [server.call_from_another_process(session, "sleep 3", request_id=n) for n in (1, 2)]
         time.sleep(0.7)
         pad = json.dumps({"jsonrpc": "2.0", "method": "notifications/padding", "params": {"pad": "x" * (15 << 20)}})
         statuses = [server.request("POST", pad.encode(), session=session)[0] for _ in range(4)]
@@ -459,15 +464,7 @@ def _():
     try:
         _, session, _ = server.initialize()
         marker = os.path.join(WORKDIR, f"finished-{TAG}")
-        client = subprocess.Popen([sys.executable, "-c", f"""
-import http.client, json
-c = http.client.HTTPConnection("127.0.0.1", {server.port})
-c.request("POST", "{server.path}", body=json.dumps({{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {{
-    "name": "bash", "arguments": {{"command": "sleep 1.5; echo done > {marker}", "description": "x"}}}}}}),
-    headers={{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-             "Mcp-Session-Id": "{session}", "MCP-Protocol-Version": "{VERSION}"}})
-c.getresponse().read()
-"""])
+        client = server.call_from_another_process(session, f"sleep 1.5; echo done > {marker}")
         time.sleep(0.7)
         client.kill()
         client.wait()
