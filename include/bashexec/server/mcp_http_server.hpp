@@ -396,8 +396,7 @@ class mcp_http_server {
 
   boost::asio::awaitable<void> refuse_connection(tcp::socket socket, std::string why) {
     boost::beast::tcp_stream stream(std::move(socket));
-    co_await refuse(stream, status::forbidden, mcp::invalid_request, why, false);
-    co_await close_gracefully(stream);
+    co_await refuse_and_close(stream, status::forbidden, mcp::invalid_request, why);
   }
 
   boost::asio::awaitable<void> sweep_idle() {
@@ -696,9 +695,8 @@ class mcp_http_server {
     boost::beast::flat_buffer buffer;
     error_code ec;
     if (connections_ > options_.max_connections) {
-      co_await refuse(stream, status::service_unavailable, mcp::internal_error,
-                      fmt::format("the server holds {} connections already", options_.max_connections), false);
-      co_await close_gracefully(stream);
+      co_await refuse_and_close(stream, status::service_unavailable, mcp::internal_error,
+                                fmt::format("the server holds {} connections already", options_.max_connections));
       co_return;
     }
     for (;;) {
@@ -716,15 +714,14 @@ class mcp_http_server {
       parser.body_limit(options_.max_body_bytes);
       co_await boost::beast::http::async_read_header(stream, buffer, parser, token(ec));
       if (ec == boost::beast::http::error::header_limit) {
-        co_await refuse(stream, status::request_header_fields_too_large, mcp::invalid_request,
-                        fmt::format("the request header is longer than {} bytes", options_.max_header_bytes), false);
-        co_await close_gracefully(stream);
+        co_await refuse_and_close(
+            stream, status::request_header_fields_too_large, mcp::invalid_request,
+            fmt::format("the request header is longer than {} bytes", options_.max_header_bytes));
         co_return;
       }
       if (ec == boost::beast::http::error::body_limit) {  // a Content-Length past the limit
-        co_await refuse(stream, status::payload_too_large, mcp::invalid_request,
-                        fmt::format("the request body is longer than {} bytes", options_.max_body_bytes), false);
-        co_await close_gracefully(stream);
+        co_await refuse_and_close(stream, status::payload_too_large, mcp::invalid_request,
+                                  fmt::format("the request body is longer than {} bytes", options_.max_body_bytes));
         co_return;
       }
       if (ec) {
@@ -735,9 +732,8 @@ class mcp_http_server {
       }
       co_await boost::beast::http::async_read(stream, buffer, parser, token(ec));
       if (ec == boost::beast::http::error::body_limit) {
-        co_await refuse(stream, status::payload_too_large, mcp::invalid_request,
-                        fmt::format("the request body is longer than {} bytes", options_.max_body_bytes), false);
-        co_await close_gracefully(stream);
+        co_await refuse_and_close(stream, status::payload_too_large, mcp::invalid_request,
+                                  fmt::format("the request body is longer than {} bytes", options_.max_body_bytes));
         co_return;
       }
       if (ec) co_return;
@@ -791,6 +787,13 @@ class mcp_http_server {
     response.prepare_payload();
     const bool written = co_await write(stream, response);
     co_return written && keep;
+  }
+
+  /// A refusal after which the connection is closed (gracefully).
+  boost::asio::awaitable<void> refuse_and_close(boost::beast::tcp_stream& stream, status code, int rpc_code,
+                                                std::string_view message) {
+    co_await refuse(stream, code, rpc_code, message, false);
+    co_await close_gracefully(stream);
   }
 
   /// Admits or refuses a request, then serves it. False: close the connection.
