@@ -43,13 +43,16 @@ Usage:
                [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
                [--write-timeout TIME]
+               [--http ADDR:PORT [--token-file FILE] [--allow-host H:P] [--allow-origin O]
+                [--max-sessions N] [--session-idle-timeout TIME] [--request-timeout TIME]]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
 
 Subcommands:
   run     Run one command and print the model-facing result text (or --json).
   serve   A JSON-lines tool server on stdin/stdout for harnesses in any language.
-  mcp     A Model Context Protocol server on stdin/stdout (Claude Code, Codex, SDKs).
+  mcp     A Model Context Protocol server on stdin/stdout (Claude Code, Codex, SDKs),
+          or over Streamable HTTP with --http.
   tools   Print the JSON schemas of the bash, bash_output and bash_kill tools.
 
 Modes: read-only (default), workspace-write, danger-full-access (runs unconfined).
@@ -250,8 +253,9 @@ Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.m
                       from its first byte, or the connection is closed
                       (default 10s: a client sending a byte a second holds
                       nothing for long)
-  A dropped connection never stops a session's commands; DELETE, the idle
-  timeout and SIGTERM do. SIGTERM: no new connection, calls in flight answer
+  A connection from one of this server's own commands is refused (403): under
+  --network full they share the loopback. A dropped connection never stops a
+  session's commands; DELETE, the idle timeout and SIGTERM do. SIGTERM: no new connection, calls in flight answer
   as aborted, every command is killed and reaped, exit 143.
 )";
 

@@ -167,6 +167,23 @@ TEST_CASE("bashexec run and serve and mcp take the containment and resource-limi
   CHECK(cli_run("mcp --session '' --unconfined").exit_code == 2);
 }
 
+TEST_CASE("bashexec mcp --http refuses an address it cannot serve, naming the flag", "[cli][http]") {
+  CHECK(cli_run("--help").out.text.find("--http ADDR:PORT") != std::string::npos);
+  CHECK(cli_run("mcp --help").out.text.find("--token-file FILE") != std::string::npos);
+  for (auto bad :
+       {"--http 127.0.0.1", "--http :8080", "--http 127.0.0.1:65536", "--http [::1:80", "--http 1.2.3.4:x"}) {
+    const auto refused = cli_run(std::string("mcp --unconfined ") + bad);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.text.find("--http") != std::string::npos);
+  }
+  // Off the loopback a token is required; a token file needs --http.
+  const auto open = cli_run("mcp --unconfined --http 0.0.0.0:0");
+  CHECK(open.exit_code == 2);
+  CHECK(open.err.text.find("--token-file") != std::string::npos);
+  CHECK(cli_run("mcp --unconfined --token-file /nonexistent").exit_code == 2);
+  CHECK(cli_run("mcp --unconfined --http 127.0.0.1:0 --token-file /nonexistent").exit_code == 2);
+}
+
 TEST_CASE("bashexec tools prints the schemas, with escalation fields only under a sandbox", "[cli]") {
   auto confined = json::parse(cli_run("tools").out.text);
   auto open = json::parse(cli_run("tools --unconfined").out.text);
