@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from checklist import Checklist
+
 BASHEXEC, WORK = sys.argv[1], sys.argv[2]
 WORKDIR = os.path.join(WORK, f"mcp-http-{os.getpid()}")
 shutil.rmtree(WORKDIR, ignore_errors=True)
@@ -28,8 +30,6 @@ os.makedirs(WORKDIR)
 TAG = f"{os.getpid()}{int(time.time()) % 100000}"
 VERSION = "2025-11-25"
 
-failures = 0
-ran = []
 EXPECTED = [
     "a non-loopback address needs a token, and the token file must be private",
     "the bearer token",
@@ -48,26 +48,9 @@ EXPECTED = [
 ]
 
 
-def check(name, condition, detail=""):
-    global failures
-    if condition:
-        print(f"ok   - {name}")
-    else:
-        failures += 1
-        print(f"FAIL - {name}" + (f": {detail}" if detail else ""))
-
-
-def section(name):
-    def wrap(body):
-        ran.append(name)
-        try:
-            body()
-        except Exception as e:  # a crash is a failure, never a pass
-            global failures
-            failures += 1
-            print(f"FAIL - {name}: raised {type(e).__name__}: {e}")
-        return body
-    return wrap
+checks = Checklist(EXPECTED)
+check = checks.check
+section = checks.section
 
 
 def pids(needle):
@@ -95,6 +78,12 @@ class Server:
         if not found:
             raise RuntimeError(f"the server did not start: {line!r}")
         self.port, self.path = int(found.group(1)), found.group(2)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -210,8 +199,7 @@ def _():
     with open(token_file, "w") as f:
         f.write(token + "\n")
     os.chmod(token_file, 0o600)
-    server = Server("--token-file", token_file)
-    try:
+    with Server("--token-file", token_file) as server:
         status, got, text = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         check("no token: 401 with WWW-Authenticate: Bearer", status == 401 and got.get("www-authenticate") == "Bearer",
               f"{status} {got}")
@@ -227,14 +215,11 @@ def _():
         check("the right token: a session", status == 200 and session, str(status))
         status, messages = server.call(session, "echo authorized", headers=auth)
         check("the right token: the call runs", status == 200 and "authorized" in result_text(messages), str(messages))
-    finally:
-        server.stop()
 
 
 @section("Host and Origin allowlists")
 def _():
-    server = Server("--allow-host", "bashexec.internal:8443", "--allow-origin", "https://harness.example")
-    try:
+    with Server("--allow-host", "bashexec.internal:8443", "--allow-origin", "https://harness.example") as server:
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         status, _, _ = server.request("POST", ping, headers={"Host": f"evil.example:{server.port}"})
         check("a Host of another name (DNS rebinding): 403", status == 403, str(status))
@@ -248,14 +233,11 @@ def _():
         check("an --allow-host name: admitted", status == 200 and session, str(status))
         status, session, _ = server.initialize(headers={"Host": f"localhost:{server.port}"})
         check("localhost on a loopback bind: admitted", status == 200 and session, str(status))
-    finally:
-        server.stop()
 
 
 @section("sessions: ids, versions, methods and paths")
 def _():
-    server = Server()
-    try:
+    with Server() as server:
         ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
         status, _, text = server.request("POST", ping)
         check("no MCP-Session-Id: 400", status == 400 and "MCP-Session-Id" in text, f"{status} {text}")
@@ -293,14 +275,11 @@ def _():
         check("DELETE: 200", status == 200, str(status))
         status, _, _ = server.request("POST", ping, session=session)
         check("after DELETE the session is gone: 404", status == 404, str(status))
-    finally:
-        server.stop()
 
 
 @section("a 100 MiB body")
 def _():
-    server = Server()
-    try:
+    with Server() as server:
         _, session, _ = server.initialize()
         head = (f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
                 f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
@@ -331,28 +310,22 @@ def _():
         check("a chunked body past the limit: 413 or closed, never taken", " 413 " in line or line == "", line)
         status, messages = server.call(session, "echo still-serving")
         check("the session is still served", status == 200 and "still-serving" in result_text(messages), str(messages))
-    finally:
-        server.stop()
 
 
 @section("10,000 headers")
 def _():
-    server = Server()
-    try:
+    with Server() as server:
         head = f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
         head += b"".join(b"X-Filler-%d: x\r\n" % i for i in range(10000)) + b"\r\n"
         line = raw(server.port, head)
         check("10,000 headers: 431", " 431 " in line, line)
         status, session, _ = server.initialize()
         check("others are still served", status == 200 and session, str(status))
-    finally:
-        server.stop()
 
 
 @section("a client sending one byte a second")
 def _():
-    server = Server("--request-timeout", "2s")
-    try:
+    with Server("--request-timeout", "2s") as server:
         slow = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         request = f"POST {server.path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
         began = time.time()
@@ -382,14 +355,11 @@ def _():
                 break
         slow.close()
         check("the trickling connection is closed after --request-timeout", closed, f"{time.time() - began:.1f} s")
-    finally:
-        server.stop()
 
 
 @section("1,000 sessions")
 def _():
-    server = Server("--max-sessions", "40")
-    try:
+    with Server("--max-sessions", "40") as server:
         opened, refused, other = [], 0, []
         for _ in range(1000):
             status, session, text = server.initialize()
@@ -406,14 +376,11 @@ def _():
         server.request("DELETE", session=opened.pop())
         ok = wait_until(lambda: server.initialize()[0] == 200, 10)
         check("a DELETE makes room for a new one", ok)
-    finally:
-        server.stop()
 
 
 @section("a GET stream never read")
 def _():
-    server = Server("--write-timeout", "2s")
-    try:
+    with Server("--write-timeout", "2s") as server:
         _, stalled, _ = server.initialize()
         never_read = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         never_read.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -430,16 +397,13 @@ def _():
         status, messages = server.call(stalled, "echo own-session")
         check("its own session still answers on new streams", status == 200 and "own-session" in result_text(messages))
         never_read.close()
-    finally:
-        server.stop()
 
 
 @section("a session that reads nothing: its backlog is bounded")
 def _():
     # One worker slot, taken by a sleep: the session's server reads nothing
     # more, so what a client POSTs waits in the transport, up to 32 MiB.
-    server = Server("--max-in-flight", "1")
-    try:
+    with Server("--max-in-flight", "1") as server:
         _, session, _ = server.initialize()
         # The first call takes the slot; the second waits for it, and so
         # does the session's reading.
@@ -454,14 +418,11 @@ def _():
         status, messages = server.call(session, "echo drained", request_id=5)
         check("once the call ends the session reads again", status == 200 and "drained" in result_text(messages),
               str(messages)[:200])
-    finally:
-        server.stop()
 
 
 @section("a client SIGKILLed mid-call")
 def _():
-    server = Server("--mode", "workspace-write")
-    try:
+    with Server("--mode", "workspace-write") as server:
         _, session, _ = server.initialize()
         marker = os.path.join(WORKDIR, f"finished-{TAG}")
         client = server.call_from_another_process(session, f"sleep 1.5; echo done > {marker}")
@@ -473,14 +434,11 @@ def _():
             lambda: os.path.exists(marker), 15))
         status, messages = server.call(session, "echo after-the-kill", request_id=2)
         check("the session still answers", status == 200 and "after-the-kill" in result_text(messages), str(messages))
-    finally:
-        server.stop()
 
 
 @section("an idle session expires and its commands die")
 def _():
-    server = Server("--session-idle-timeout", "1s")
-    try:
+    with Server("--session-idle-timeout", "1s") as server:
         _, session, _ = server.initialize()
         needle = f"sleep 31{TAG}"
         status, messages = server.call(session, needle, run_in_background=True)
@@ -488,8 +446,6 @@ def _():
         check("after the idle timeout it is killed", wait_until(lambda: not pids(needle), 15), " ".join(pids(needle)))
         status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session=session)
         check("and the session is gone: 404", status == 404, str(status))
-    finally:
-        server.stop()
 
 
 @section("a command cannot reach the server that runs it")
@@ -504,8 +460,7 @@ def _():
              "{{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"method\\\":\\\"ping\\\"}}' >&3 && "
              "head -c 400 <&3")
     for args in (["--backend", "bwrap"], ["--backend", "landlock"], ["--unconfined"]):
-        server = Server(*args)
-        try:
+        with Server(*args) as server:
             _, session, _ = server.initialize()
             status, messages = server.call(session, probe.format(port=server.port, path=server.path))
             text = result_text(messages)
@@ -516,8 +471,6 @@ def _():
                 probe.format(port=server.port, path=server.path)), request_id=2)
             text = result_text(messages)
             check(f"{' '.join(args)}: from a new session (setsid) too", "HTTP/1.1 403" in text, text[:300])
-        finally:
-            server.stop()
 
 
 @section("SIGTERM: exit 143, nothing left running")
@@ -533,8 +486,4 @@ def _():
 
 
 shutil.rmtree(WORKDIR, ignore_errors=True)
-for name in EXPECTED:
-    if name not in ran:
-        check(f"{name} ran", False, "never ran")
-print(f"{'PASS' if failures == 0 else 'FAIL'}: {len(ran)} of {len(EXPECTED)} checks ran, {failures} failure(s)")
-sys.exit(0 if failures == 0 and len(ran) == len(EXPECTED) else 1)
+checks.finish()

@@ -15,14 +15,14 @@ import subprocess
 import sys
 import time
 
+from checklist import Checklist
+
 BASHEXEC, WORK = sys.argv[1], sys.argv[2]
 WORKDIR = os.path.join(WORK, f"mcp-stdlib-{os.getpid()}")
 shutil.rmtree(WORKDIR, ignore_errors=True)
 os.makedirs(WORKDIR)
 TAG = f"{os.getpid()}{int(time.time()) % 100000}"
 
-failures = 0
-ran = []
 EXPECTED = [
     "version negotiation",
     "requests before initialize",
@@ -40,13 +40,8 @@ EXPECTED = [
 ]
 
 
-def check(name, condition, detail=""):
-    global failures
-    if condition:
-        print(f"ok   - {name}")
-    else:
-        failures += 1
-        print(f"FAIL - {name}" + (f": {detail}" if detail else ""))
+checks = Checklist(EXPECTED)
+check = checks.check
 
 
 class Server:
@@ -113,9 +108,7 @@ class Server:
             return None
 
 
-def section(name):
-    ran.append(name)
-    print(f"# {name}")
+section = checks.begin
 
 
 def bash(command, **extra):
@@ -456,8 +449,4 @@ check("SIGTERM: exit 143", s.proc.wait(20) == 143)
 check("SIGTERM: nothing left running", not alive(bg))
 
 shutil.rmtree(WORKDIR, ignore_errors=True)
-for name in EXPECTED:
-    if name not in ran:
-        check(f"{name} ran", False, "never ran")
-print(f"{'PASS' if failures == 0 else 'FAIL'}: {len(ran)} of {len(EXPECTED)} sections ran, {failures} failure(s)")
-sys.exit(0 if failures == 0 and len(ran) == len(EXPECTED) else 1)
+checks.finish()
