@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <bashexec/config.hpp>
+#include <bashexec/detail/kernel/read_text_file.hpp>
 
 // AddressSanitizer, by either compiler's spelling (the suite's default build
 // has it: scripts/run-tests.sh).
@@ -67,13 +68,7 @@ struct proc_stat {
 /// meanwhile fails the read (ESRCH), which std::ifstream would throw about.
 /// Empty when the file cannot be opened or read.
 inline std::string read_proc(const std::filesystem::path& path) {
-  std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return text;
+  return bashexec::detail::read_text_file(path.c_str()).value_or("");
 }
 
 inline std::optional<proc_stat> read_stat(const std::string& pid) {
@@ -130,7 +125,7 @@ inline std::vector<long> live_group_members(long pgid) {
 inline std::vector<long> children_of_self() {
   std::vector<long> out;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream in(task.path() / "children");
+    std::istringstream in(read_proc(task.path() / "children"));  // a thread may end meanwhile
     long pid = 0;
     while (in >> pid) out.push_back(pid);
   }

@@ -15,7 +15,10 @@
 # Used by tests/remote_host_support.hpp (a host per test case, as root) and by
 # the CTest fixture in tests/extra_tests.cmake (one host for the unprivileged
 # rerun of test_network_allowlist). Exit 77 (CTest's "skipped") with the
-# reason when it cannot be done here.
+# reason when it cannot be done here, and 3 when PREFIX.0/24 is taken (by
+# another remote host of a test running beside this one): the caller may try
+# another PREFIX. Checking and taking the /24 happen under one lock, so two
+# setups at once never both get it.
 set -u
 umask 022
 action=${1:-}
@@ -59,17 +62,13 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: the remote host needs root (a network namespace and a veth pair)"
   exit 77
 fi
-for program in /usr/sbin/ip /usr/bin/python3 /usr/bin/setsid; do
+for program in /usr/sbin/ip /usr/bin/python3 /usr/bin/setsid /usr/bin/flock; do
   [ -x "$program" ] || { echo "skipped: $program is not installed"; exit 77; }
 done
 
 teardown  # a leftover of an interrupted run under the same name
 if [ -e "$dir" ] || [ -L "$dir" ]; then
   echo "remote_host.sh: $dir exists and is not root's directory: refusing to use it" >&2
-  exit 1
-fi
-if ip -4 route show | grep -q "^$prefix\.0/24 "; then
-  echo "remote_host.sh: $prefix.0/24 is routed already (another remote host?)" >&2
   exit 1
 fi
 mkdir -m 755 "$dir" && mkdir -m 755 "$dir/www" || exit 1
@@ -99,7 +98,17 @@ fail() {
 ip netns add "$name" || fail "ip netns add"
 ip link add "${name}h" type veth peer name "${name}r" || fail "ip link add"
 ip link set "${name}r" netns "$name" || fail "ip link set netns"
+# Check and take the /24 under one lock (fd 9): a test beside this one may be
+# setting up a host of its own.
+exec 9>/run/bashexec-remote-host.lock || fail "opening /run/bashexec-remote-host.lock"
+flock 9 || fail "flock"
+if ip -4 route show | grep -q "^$prefix\.0/24 "; then
+  echo "remote_host.sh: $prefix.0/24 is routed already (another remote host?)" >&2
+  teardown
+  exit 3
+fi
 ip addr add "$prefix.1/24" dev "${name}h" && ip link set "${name}h" up || fail "the host's end"
+exec 9>&-
 ip -n "$name" addr add "$prefix.2/24" dev "${name}r" && ip -n "$name" link set "${name}r" up &&
   ip -n "$name" link set lo up || fail "the remote end"
 for port in 80 443; do

@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -61,15 +62,22 @@ class remote_host {
       range_ = *range;
       log_ = *log;
     } else {
+      // A /24 of its own: start from one the pid picks and take the next
+      // while the script says another test's host has it (exit 3).
       const long id = static_cast<long>(::getpid());
-      const std::string prefix = "10.203." + std::to_string(20 + id % 200);
       name_ = "bxrh" + std::to_string(id);
-      address_ = prefix + ".2";
-      range_ = prefix + ".0/24";
       log_ = "/var/tmp/bashexec-remote-" + name_ + "/requests.log";
-      const std::string setup = "sh " BASHEXEC_REMOTE_HOST_SCRIPT " setup " + name_ + " " + prefix;
-      INFO(setup);
-      REQUIRE(std::system(setup.c_str()) == 0);
+      int status = -1;
+      for (long attempt = 0; attempt < 200; ++attempt) {
+        const std::string prefix = "10.203." + std::to_string(20 + (id + attempt) % 200);
+        address_ = prefix + ".2";
+        range_ = prefix + ".0/24";
+        const std::string setup = "sh " BASHEXEC_REMOTE_HOST_SCRIPT " setup " + name_ + " " + prefix;
+        status = std::system(setup.c_str());
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 3) break;
+      }
+      INFO("remote_host.sh setup " << name_ << " " << range_);
+      REQUIRE(status == 0);
     }
     for (int port : {80, 443}) {
       INFO("the remote host " << address_ << " answers on port " << port);

@@ -46,7 +46,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -68,6 +67,7 @@
 #include "bashexec/basic_executor.hpp"
 #include "bashexec/config.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
+#include "bashexec/detail/kernel/read_text_file.hpp"
 #include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/errors.hpp"
 #include "bashexec/impl/basic_executor.hpp"  // composes its own executor over the policy
@@ -146,7 +146,8 @@ inline std::vector<long> children_of_self() {
   std::vector<long> out;
   std::error_code ignored;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ignored)) {
-    std::ifstream in(task.path() / "children");
+    // A thread that ends between listing and reading has no children.
+    std::istringstream in(bashexec::detail::read_text_file((task.path() / "children").c_str()).value_or(""));
     long pid = 0;
     while (in >> pid) out.push_back(pid);
   }
@@ -174,8 +175,8 @@ inline std::vector<long> live_group_members(long pgid) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ignored)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name[0] < '0' || name[0] > '9') continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A process that exits while it is read (ESRCH) is no member.
+    const std::string stat = bashexec::detail::read_text_file((entry.path() / "stat").c_str()).value_or("");
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream fields(stat.substr(close + 1));
