@@ -24,7 +24,7 @@ set(root_vocabulary  "errors|ids|unique_fd|exit_facts|sandbox_mode|network_acces
 set(layer_vocabulary "bashexec/(impl/)?(${root_vocabulary})\\.(hpp|ipp)")
 set(layer_kernel     "bashexec/detail/kernel/.*")
 set(layer_trust      "bashexec/detail/trust/.*")
-set(root_concepts    "config|launch|process_handle|spill_directory|result|request|confinement|spawn|output|ownership|host_hardening|egress")
+set(root_concepts    "config|executor|launch|process_handle|spill_directory|result|request|confinement|spawn|output|ownership|host_hardening|egress")
 set(layer_concepts   "bashexec/(impl/)?(${root_concepts})\\.(hpp|ipp)")
 set(backend_folders  spawn confinement output ownership network)
 list(JOIN backend_folders "|" backend_alternatives)

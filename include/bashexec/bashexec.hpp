@@ -11,6 +11,7 @@
 #include "bashexec/confinement/runner_command.hpp"
 #include "bashexec/confinement/unconfined.hpp"
 #include "bashexec/errors.hpp"
+#include "bashexec/executor.hpp"
 #include "bashexec/executor_traits.hpp"
 #include "bashexec/host_hardening.hpp"
 #include "bashexec/ids.hpp"

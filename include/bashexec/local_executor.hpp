@@ -4,6 +4,7 @@
 #pragma once
 
 #include "bashexec/basic_executor.hpp"
+#include "bashexec/executor.hpp"
 
 namespace bashexec {
 
@@ -14,5 +15,7 @@ using local_executor = basic_executor<policies<>>;  // compiled into bashexec::c
 /// glibc's posix_spawn and process-group containment only: a `setsid`
 /// daemon outlives its run. What local_executor was before issue 25 item 5.
 using posix_spawn_executor = basic_executor<policies<spawn_with<posix_spawner>>>;
+
+static_assert(executor<local_executor> && executor<posix_spawn_executor>);
 
 }  // namespace bashexec

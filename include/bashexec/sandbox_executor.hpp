@@ -7,6 +7,7 @@
 #include "bashexec/confinement/bwrap.hpp"
 #include "bashexec/confinement/chain.hpp"
 #include "bashexec/confinement/landlock.hpp"
+#include "bashexec/executor.hpp"
 #include "bashexec/spawn/fork_exec.hpp"
 
 namespace bashexec {
@@ -15,5 +16,7 @@ namespace bashexec {
 /// tail_spill output, tracked owners.
 using sandbox_policies = policies<spawn_with<fork_exec>, confine_with<chain<bwrap, landlock>>>;
 using sandbox_executor = basic_executor<sandbox_policies>;  // compiled into bashexec::compiled (src.hpp)
+
+static_assert(executor<sandbox_executor>);
 
 }  // namespace bashexec

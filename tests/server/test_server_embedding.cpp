@@ -32,6 +32,7 @@
 #include <catch2/catch.hpp>
 
 #include "executor_test_support.hpp"
+#include "../../docs/examples/extending/audited_executor.hpp"
 
 #include <bashexec/bashexec.hpp>
 #include <bashexec/server/http_sessions.hpp>
@@ -180,6 +181,93 @@ TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptor
   pipes.close_requests();
   serving.join();
   CHECK_FALSE(server.output_lost());
+}
+
+namespace {
+
+using audited_local = example::audited_executor<local_executor>;
+
+/// An audited executor with `wait` taken away: still enough for the tools,
+/// no longer an executor.
+struct without_wait : audited_local {
+  using audited_local::audited_local;
+  task_snapshot wait(const task_id&) = delete;
+};
+
+/// The audit lines, from any of a server's threads.
+struct audit_log {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  auto sink() {
+    return [this](const std::string& what) {
+      std::lock_guard lock(mutex);
+      lines.push_back(what);
+    };
+  }
+  std::vector<std::string> taken() {
+    std::lock_guard lock(mutex);
+    return lines;
+  }
+};
+
+}  // namespace
+
+static_assert(executor<local_executor> && executor<sandbox_executor> && executor<audited_local>);
+static_assert(tool_executor<without_wait> && !executor<without_wait>);
+static_assert(!executor<int> && !tool_executor<int>);
+
+TEST_CASE("an executor of the host's own (an auditing decorator) is served by both servers like a shipped one",
+          "[server][embedding][executor]") {
+  test_support::temp_dir work;
+  executor_config config;
+  config.cwd = work.path();
+  local_executor inner(config);
+  audit_log audit;
+  audited_local executor(inner, audit.sink());
+
+  SECTION("mcp_server: a call, a background task read to its end, and the audit saw both") {
+    host_pipes pipes;
+    server::mcp_server_options options;
+    options.workdir = work.path();
+    options.session = "host";
+    server::mcp_server server(executor, options, pipes.server_in(), pipes.server_out());
+    std::thread serving([&] { server.serve(); });
+    pipes.send({{"jsonrpc", "2.0"},
+                {"id", 1},
+                {"method", "initialize"},
+                {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()}}}});
+    pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
+    pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    auto call = [&](int id, const json& arguments, const char* tool = "bash") {
+      pipes.send({{"jsonrpc", "2.0"},
+                  {"id", id},
+                  {"method", "tools/call"},
+                  {"params", {{"name", tool}, {"arguments", arguments}}}});
+      return pipes.next([id](const json& j) { return j.contains("id") && j["id"] == id; })["result"];
+    };
+    CHECK(call(2, {{"command", "echo through"}, {"description", "d"}})["content"][0]["text"] == "through\n");
+    const json started = call(3, {{"command", "echo later"}, {"description", "bg"}, {"run_in_background", true}});
+    const std::string id = started["structuredContent"]["task_id"];
+    inner.wait(task_id(id));
+    const std::string read = call(4, {{"task_id", id}}, "bash_output")["content"][0]["text"];
+    CHECK(read.find("later\n") != std::string::npos);
+    pipes.close_requests();
+    serving.join();
+    CHECK(audit.taken() == std::vector<std::string>{"run echo through", "start echo later"});
+  }
+
+  SECTION("json_lines_server: a call answered, the audit saw it") {
+    host_pipes pipes;
+    server::server_options options;
+    options.workdir = work.path();
+    server::json_lines_server server(executor, options, pipes.server_in(), pipes.server_out());
+    std::thread serving([&] { server.serve(); });
+    pipes.send({{"id", 1}, {"tool", "bash"}, {"session", "s"}, {"args", {{"command", "echo lines"}, {"description", "d"}}}});
+    CHECK(pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; })["text"] == "lines\n");
+    pipes.close_requests();
+    serving.join();
+    CHECK(audit.taken() == std::vector<std::string>{"run echo lines"});
+  }
 }
 
 TEST_CASE("at end of input the JSON-lines server answers the calls in flight before serve returns (issue 25)",

@@ -408,8 +408,7 @@ namespace {
 
 /// The cgroup v2 path of `pid` below the mount, from /proc/PID/cgroup.
 std::string cgroup_of(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = test_support::read_proc("/proc/" + std::to_string(pid) + "/cgroup");
   const auto at = text.find("0::");
   if (at == std::string::npos) return {};
   return text.substr(at + 3, text.find('\n', at) - at - 3);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <bashexec/basic_executor.hpp>
 // This file composes its own executors: against bashexec::compiled, which
@@ -26,6 +27,7 @@
 #include <bashexec/ownership/no_owners.hpp>
 #include <bashexec/ownership/tracked_owners.hpp>
 
+#include "audited_executor.hpp"
 #include "counting_spawner.hpp"
 #include "head_only.hpp"
 #include "journaling_spawner.hpp"
@@ -175,6 +177,20 @@ int main() {
     std::printf("journaling_spawner: %s\n",
                 as_configured ? "settings validated, journal written, max_spawns honoured" : "UNEXPECTED");
     if (!as_configured) ++failures;
+  }
+  // An executor of the host's own: the decorator is an executor as the one
+  // it wraps is, and sees each command on its way.
+  {
+    bashexec::basic_executor<bashexec::policies<>> inner;
+    std::vector<std::string> audit;
+    example::audited_executor<decltype(inner)> executor(inner, [&](const std::string& what) { audit.push_back(what); });
+    static_assert(bashexec::executor<decltype(executor)>);
+    const auto ran = executor.run(executor.resolve({.command = "echo audited"}));
+    const auto waited = executor.wait(executor.start(executor.resolve({.command = "exit 4"})));
+    const bool passed = ran.out.text == "audited\n" && waited.exit_code == 4 &&
+                        audit == std::vector<std::string>{"run echo audited", "start exit 4"};
+    std::printf("audited_executor: %s\n", passed ? "a run and a start passed through and audited" : "UNEXPECTED");
+    if (!passed) ++failures;
   }
   return failures == 0 ? 0 : 1;
 }

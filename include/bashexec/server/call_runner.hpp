@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bashexec/executor.hpp"
 #include "bashexec/run_progress.hpp"
 #include "bashexec/server/options.hpp"
 #include "bashexec/session/session_log.hpp"
@@ -40,7 +41,7 @@ using asker = std::function<approval_outcome(const approval_request&, std::stop_
 /// Runs tool calls through one `bash_tools` the way every protocol of the
 /// servers does: the session, workdir, log and progress of the call, and the
 /// approval policy (`ask` goes to the asker).
-template <class Executor>
+template <tool_executor Executor>
 class call_runner {
  public:
   call_runner(bash_tools<Executor>& tools, approval_policy policy, std::filesystem::path workdir, asker ask)

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "bashexec/executor.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/server/mcp_server.hpp"
 
@@ -40,7 +41,7 @@ using http_session_factory = std::function<std::unique_ptr<http_session_backend>
 /// (which must outlive every session), each with `options` but its own
 /// session name. The sessions' mode overrides live in memory: a session id
 /// is random and dies with the server, so there is nothing to replay.
-template <class Executor>
+template <executor Executor>
 http_session_factory mcp_sessions(Executor& executor, mcp_server_options options) {
   options.session_dir.clear();
   return [&executor, options = std::move(options)](int fd, const std::string& session) {

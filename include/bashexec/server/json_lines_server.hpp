@@ -25,6 +25,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/executor.hpp"
 #include "bashexec/server/call_runner.hpp"
 #include "bashexec/server/line_transport.hpp"
 #include "bashexec/server/options.hpp"
@@ -34,7 +35,7 @@
 
 namespace bashexec::server {
 
-template <class Executor>
+template <executor Executor>
 class json_lines_server : public line_transport {
  public:
   /// Serves `executor`'s tools on `in_fd` / `out_fd` (not owned; left
@@ -127,7 +128,7 @@ class json_lines_server : public line_transport {
 
 /// Serves `executor`'s tools as JSON lines from `in_fd` to `out_fd` until
 /// end of input; returns false when some response could not be written.
-template <class Executor>
+template <executor Executor>
 bool serve_json_lines(Executor& executor, server_options options = {}, int in_fd = STDIN_FILENO,
                       int out_fd = STDOUT_FILENO) {
   json_lines_server<Executor> server(executor, std::move(options), in_fd, out_fd);

@@ -26,6 +26,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/executor.hpp"
 #include "bashexec/run_progress.hpp"
 #include "bashexec/server/call_runner.hpp"
 #include "bashexec/server/line_transport.hpp"
@@ -53,7 +54,7 @@ struct mcp_server_options : server_options {
   mcp::task_limits tasks{};
 };
 
-template <class Executor>
+template <executor Executor>
 class mcp_server : public line_transport {
  public:
   /// Serves `executor`'s tools over MCP on `in_fd` / `out_fd` (not owned;

@@ -25,6 +25,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "bashexec/executor.hpp"
 #include "bashexec/session/session_log.hpp"
 #include "bashexec/server/call_runner.hpp"
 #include "bashexec/server/request_parse.hpp"
@@ -119,7 +120,7 @@ class approval_desk {
 /// Turns request lines into responses over one `bash_tools`. Thread-safe as
 /// far as the tools and the executor are: the reader thread calls `dispatch`,
 /// workers call `run`.
-template <class Executor>
+template <tool_executor Executor>
 class request_handler {
  public:
   /// Under `approval_policy::ask`, `ask` puts the question (default: straight
@@ -272,7 +273,7 @@ class request_handler {
 /// One request line in, its response out, the tool call (if any) run right
 /// here. json_lines_server runs tool calls on worker threads instead; this is the same
 /// path without them, for the fuzz target and tests.
-template <class Executor>
+template <tool_executor Executor>
 nlohmann::json handle_request_line(std::string_view line, request_handler<Executor>& handler,
                                    std::stop_token stop = {}) {
   auto dispatched = handler.dispatch(line);

@@ -11,16 +11,9 @@
 // `start` returns, or one the retention policy forgets before its notice is
 // delivered).
 //
-// An executor usable here (`tool_executor`) provides:
-//   std::optional<sandbox_mode> default_mode() const;   // empty: never confines
-//   exec_spec resolve(exec_request) const;               // throws std::invalid_argument
-//   run_result run(const exec_spec&);                    // throws infrastructure_error
-//   task_id start(const exec_spec&);                     // (or a handle with .id())
-//   task_snapshot get(const task_id&) const;             // throws unknown_task
-//   bool may_access(const task_id&, const std::optional<owner_token>& caller) const;  // throws unknown_task
-//   task_read read_output(const task_id&);               // throws unknown_task
-//   bool kill(const task_id&);                           // false: finished, or a kill already under way
-//   on_task_done(listener) -> RAII subscription          // listener(const task_snapshot&)
+// An executor usable here is a `tool_executor` (bashexec/executor.hpp): every
+// `bashexec::executor` is one, and so is a test double with only the tools'
+// part.
 #pragma once
 
 #include <algorithm>
@@ -40,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bashexec/errors.hpp"
+#include "bashexec/executor.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
@@ -103,41 +97,6 @@ struct call_context {
 /// ownerless one; an empty token is a session like any other) and the notice
 /// to show that session (`render_task_notice`).
 using notice_callback = std::function<void(const std::optional<owner_token>& owner, const std::string& notice)>;
-
-namespace detail {
-
-template <class Started>
-concept exposes_task_id = std::convertible_to<Started, task_id> || requires(const Started& started) {
-  { started.id() } -> std::convertible_to<task_id>;
-};
-
-template <class Started>
-task_id task_id_of(Started&& started) {
-  if constexpr (std::convertible_to<Started, task_id>)
-    return std::forward<Started>(started);
-  else
-    return started.id();
-}
-
-struct task_listener_probe {
-  void operator()(const task_snapshot&) const {}
-};
-
-}  // namespace detail
-
-template <class E>
-concept tool_executor = requires(E& executor, const E& const_executor, exec_request request, const exec_spec& spec,
-                                 const task_id& id, const std::optional<owner_token>& caller) {
-  { const_executor.default_mode() } -> std::convertible_to<std::optional<sandbox_mode>>;
-  { const_executor.resolve(std::move(request)) } -> std::convertible_to<exec_spec>;
-  { executor.run(spec) } -> std::convertible_to<run_result>;
-  { executor.start(spec) } -> detail::exposes_task_id;
-  { const_executor.get(id) } -> std::convertible_to<task_snapshot>;
-  { const_executor.may_access(id, caller) } -> std::convertible_to<bool>;
-  { executor.read_output(id) } -> std::convertible_to<task_read>;
-  { executor.kill(id) } -> std::convertible_to<bool>;
-  executor.on_task_done(detail::task_listener_probe{});
-};
 
 /// The three tools over one executor, shared by every session of a harness.
 /// Holds a reference to the executor, which must outlive it. Thread-safe as
