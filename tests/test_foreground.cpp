@@ -607,3 +607,13 @@ TEST_CASE("a foreground run keeps its byte counts in run_progress while it runs"
   CHECK(progress->stdout_bytes.load() == 5);
   CHECK(progress->stderr_bytes.load() == 3);
 }
+
+#ifdef BASHEXEC_TEST_DECORATED
+TEST_CASE("decorated: this build's runs and starts pass through the decorator, one audit each",
+          "[foreground][decorated]") {
+  unconfined_executor executor(fast_config());
+  CHECK(run(executor, "echo through").out.text == "through\n");
+  CHECK(executor.wait(executor.start(executor.resolve({.command = "exit 5"}))).exit_code == 5);
+  CHECK(executor.calls_audited() == 2);
+}
+#endif

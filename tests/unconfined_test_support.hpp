@@ -2,7 +2,12 @@
 // drive: local_executor, or — in their second build with
 // BASHEXEC_TEST_PRESPAWNED (tests/CMakeLists.txt, CTest prefix
 // "prespawned/") — the same policies over the prespawned spawn policy's
-// warm pool, so every case of both suites also runs over the pool (issue 14).
+// warm pool, so every case of both suites also runs over the pool (issue 14),
+// or — in their third, with BASHEXEC_TEST_DECORATED (prefix "decorated/") —
+// local_executor behind an executor that is no basic_executor (the
+// out-of-tree audited_executor): the suites hold for any model of the
+// executor concept that passes calls on, and use nothing of it but the
+// concept and spill_directory() (issue 30).
 #pragma once
 
 #include <filesystem>
@@ -17,11 +22,41 @@
 #ifdef BASHEXEC_TEST_PRESPAWNED
 #include "prespawn_test_support.hpp"
 #endif
+#ifdef BASHEXEC_TEST_DECORATED
+#include <atomic>
+#include <utility>
+
+#include <bashexec/executor.hpp>
+
+#include "../docs/examples/extending/audited_executor.hpp"
+#endif
 
 namespace test_support {
 
 #ifdef BASHEXEC_TEST_PRESPAWNED
 using unconfined_executor = warm_executor<bashexec::policies<bashexec::spawn_with<bashexec::prespawned>>>;
+#elif defined(BASHEXEC_TEST_DECORATED)
+/// The executor a decorated executor passes its calls to, built first and
+/// destroyed last.
+struct decorated_inner {
+  explicit decorated_inner(bashexec::executor_config config) : inner(std::move(config)) {}
+  bashexec::local_executor inner;
+  std::atomic<long> audited{0};
+};
+
+/// local_executor behind example::audited_executor, built as the suites
+/// build theirs (from an executor_config). The spill directory is a local
+/// fact of the inner executor, so it is passed through too.
+class unconfined_executor : private decorated_inner, public example::audited_executor<bashexec::local_executor> {
+ public:
+  using spawn_type = bashexec::local_executor::spawn_type;
+  explicit unconfined_executor(bashexec::executor_config config = {})
+      : decorated_inner(std::move(config)), audited_executor(inner, [this](const std::string&) { ++audited; }) {}
+  std::filesystem::path spill_directory() const { return inner.spill_directory(); }
+  /// Runs and starts that went through the decorator.
+  long calls_audited() const noexcept { return audited.load(); }
+};
+static_assert(bashexec::executor<unconfined_executor>);
 #else
 using unconfined_executor = bashexec::local_executor;
 #endif
