@@ -257,6 +257,9 @@ Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.m
   --network full they share the loopback. A dropped connection never stops a
   session's commands; DELETE, the idle timeout and SIGTERM do. SIGTERM: no new connection, calls in flight answer
   as aborted, every command is killed and reaped, exit 143.
+  Health probes, answered without a token or Host check: GET /livez (200 while
+  serving) and GET /readyz (200 when a session could open, 503 at
+  --max-sessions or once shutting down).
 )";
 
 // serve_help states the library's retention defaults in words.

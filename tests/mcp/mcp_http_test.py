@@ -3,7 +3,8 @@
 sends — Python's standard library only (http.client, raw sockets): no token
 or a wrong one, a foreign Origin, a Host of another name, a 100 MiB body,
 10,000 headers, one byte a second, 1,000 sessions, a GET stream never read,
-a client SIGKILLed mid-call, an idle session, SIGTERM of the server — and
+a client SIGKILLed mid-call, an idle session, SIGTERM of the server, the
+health probes a kubelet sends — and
 checks that each is answered with the documented status while other
 sessions keep being served, and that no command outlives what should end it.
 
@@ -39,6 +40,7 @@ EXPECTED = [
     "10,000 headers",
     "a client sending one byte a second",
     "1,000 sessions",
+    "health probes: /livez and /readyz",
     "a GET stream never read",
     "a session that reads nothing: its backlog is bounded",
     "a client SIGKILLed mid-call",
@@ -376,6 +378,40 @@ def _():
         server.request("DELETE", session=opened.pop())
         ok = wait_until(lambda: server.initialize()[0] == 200, 10)
         check("a DELETE makes room for a new one", ok)
+
+
+@section("health probes: /livez and /readyz")
+def _():
+    token_file = os.path.join(WORKDIR, "probe-token")
+    with open(token_file, "w") as f:
+        f.write("probe-token-" + TAG + "\n")
+    os.chmod(token_file, 0o600)
+    with Server("--token-file", token_file, "--max-sessions", "1") as server:
+        # As a kubelet asks: no token, the pod's address as Host, no MCP headers.
+        kubelet = {"Host": f"10.1.2.3:{server.port}"}
+        status, got, text = server.request("GET", path="/livez", headers=kubelet, version=None)
+        check("/livez without a token, from another Host: 200 live", status == 200 and json.loads(text) ==
+              {"status": "live"}, f"{status} {text}")
+        check("a probe's answer is not cached", got.get("cache-control") == "no-store", str(got))
+        status, _, text = server.request("GET", path="/readyz", headers=kubelet, version=None)
+        check("/readyz with room for a session: 200 ready", status == 200 and json.loads(text) == {"status": "ready"},
+              f"{status} {text}")
+        status, got, _ = server.request("POST", {"x": 1}, path="/readyz", headers=kubelet, version=None)
+        check("a probe is a GET: POST is 405 with Allow", status == 405 and "GET" in got.get("allow", ""),
+              f"{status} {got}")
+        status, _, _ = server.request("POST", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=kubelet)
+        check("the MCP endpoint still wants its token and Host", status in (401, 403), str(status))
+        auth = {"Authorization": "Bearer probe-token-" + TAG}
+        status, session, _ = server.initialize(headers=auth)
+        check("a session opens", status == 200 and session, str(status))
+        status, _, text = server.request("GET", path="/readyz", headers=kubelet, version=None)
+        check("at --max-sessions: /readyz 503 full (a router sends the next claim elsewhere)",
+              status == 503 and json.loads(text) == {"status": "full"}, f"{status} {text}")
+        status, _, _ = server.request("GET", path="/livez", headers=kubelet, version=None)
+        check("and /livez stays 200", status == 200, str(status))
+        server.request("DELETE", headers=auth, session=session)
+        ready = wait_until(lambda: server.request("GET", path="/readyz", version=None)[0] == 200, 10)
+        check("the session ended: ready again", ready)
 
 
 @section("a GET stream never read")

@@ -482,6 +482,9 @@ TEST_CASE("mcp_http_server refuses options that cannot serve, naming the field",
   server::mcp_http_options relative;
   relative.path = "mcp";
   refused(relative, "path");
+  server::mcp_http_options probe;
+  probe.path = "/readyz";  // the health probes' own
+  refused(probe, "path");
   CHECK_THROWS_AS(server::mcp_http_server(server::http_session_factory{}, {}), std::invalid_argument);
 }
 

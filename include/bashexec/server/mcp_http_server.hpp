@@ -164,6 +164,8 @@ class mcp_http_server {
     if (!sessions_factory_) throw std::invalid_argument("sessions: a session factory is required");
     if (options_.path.empty() || options_.path.front() != '/')
       throw std::invalid_argument("path: must start with '/'");
+    if (options_.path == live_path || options_.path == ready_path)
+      throw std::invalid_argument(fmt::format("path: {} is the health probes' own", options_.path));
     error_code ec;
     const auto address = boost::asio::ip::make_address(options_.address, ec);
     if (ec) throw std::invalid_argument(fmt::format("address: {} is not an IP address", options_.address));
@@ -796,11 +798,40 @@ class mcp_http_server {
     co_await close_gracefully(stream);
   }
 
+  /// The health probes, for an orchestrator's liveness and readiness
+  /// checks (docs/tool-protocol.md, "Health probes"): answered before the
+  /// Host, Origin and token checks — a kubelet sends the pod's address as
+  /// Host and cannot read a Secret into a header — and so they say nothing
+  /// but the state. Live: the server's loop answers. Ready: it would open a
+  /// session now (not shutting down, not at max_sessions).
+  static constexpr std::string_view live_path = "/livez";
+  static constexpr std::string_view ready_path = "/readyz";
+
+  boost::asio::awaitable<bool> answer_probe(boost::beast::tcp_stream& stream, const request& req, bool readiness) {
+    namespace beast_http = boost::beast::http;
+    const bool keep = req.keep_alive();
+    if (req.method() != beast_http::verb::get && req.method() != beast_http::verb::head)
+      co_return co_await refuse(stream, status::method_not_allowed, mcp::invalid_request,
+                                "a health probe is a GET", keep, nullptr, "Allow", "GET, HEAD");
+    std::string_view state = "live";
+    if (readiness) state = stopping_ ? "stopping" : live_sessions_ >= options_.max_sessions ? "full" : "ready";
+    const bool fine = state == "live" || state == "ready";
+    beast_http::response<beast_http::string_body> response{fine ? status::ok : status::service_unavailable, 11};
+    response.set(beast_http::field::content_type, "application/json");
+    response.set(beast_http::field::cache_control, "no-store");
+    response.keep_alive(keep);
+    if (req.method() == beast_http::verb::get) response.body() = fmt::format("{{\"status\":\"{}\"}}", state);
+    response.prepare_payload();
+    const bool written = co_await write(stream, response);
+    co_return written && keep;
+  }
+
   /// Admits or refuses a request, then serves it. False: close the connection.
   boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, request& req) {
     namespace beast_http = boost::beast::http;
     const std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
+    if (path == live_path || path == ready_path) co_return co_await answer_probe(stream, req, path == ready_path);
     const auto host = header(req, "Host");
     if (!host)
       co_return co_await refuse(stream, status::bad_request, mcp::invalid_request, "a Host header is required",
