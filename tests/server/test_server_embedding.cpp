@@ -73,6 +73,18 @@ class host_pipes {
   /// End of input: the server stops reading and returns from `serve`.
   void close_requests() { requests_.reset(); }
 
+  /// The MCP handshake at `version`: initialize, its response (returned),
+  /// then notifications/initialized.
+  json initialize_mcp(const std::string& version) {
+    send({{"jsonrpc", "2.0"},
+          {"id", "init"},
+          {"method", "initialize"},
+          {"params", {{"protocolVersion", version}, {"capabilities", json::object()}}}});
+    json response = next([](const json& j) { return j.contains("id") && j["id"] == "init"; });
+    send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    return response;
+  }
+
   /// The first line the server wrote that `wanted` accepts; the others are
   /// kept for later calls (a background task's notice may come before the
   /// response that started it). Fails the test once the host has waited 30 s
@@ -162,12 +174,7 @@ TEST_CASE("a C++ host embeds the MCP server over its own executor and descriptor
   server::mcp_server server(executor, options, pipes.server_in(), pipes.server_out());
   std::thread serving([&] { server.serve(); });
 
-  pipes.send({{"jsonrpc", "2.0"},
-              {"id", 1},
-              {"method", "initialize"},
-              {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", json::object()}}}});
-  CHECK(pipes.next([](const json& j) { return j.contains("id"); })["result"]["protocolVersion"] == "2025-06-18");
-  pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+  CHECK(pipes.initialize_mcp("2025-06-18")["result"]["protocolVersion"] == "2025-06-18");
   const json arguments = {{"command", "echo hi; exit 3"}, {"description", "d"}};
   pipes.send({{"jsonrpc", "2.0"},
               {"id", 2},
@@ -232,12 +239,7 @@ TEST_CASE("an executor of the host's own (an auditing decorator) is served by bo
     options.session = "host";
     server::mcp_server server(executor, options, pipes.server_in(), pipes.server_out());
     std::thread serving([&] { server.serve(); });
-    pipes.send({{"jsonrpc", "2.0"},
-                {"id", 1},
-                {"method", "initialize"},
-                {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()}}}});
-    pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
-    pipes.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+    pipes.initialize_mcp("2025-11-25");
     auto call = [&](int id, const json& arguments, const char* tool = "bash") {
       pipes.send({{"jsonrpc", "2.0"},
                   {"id", id},
