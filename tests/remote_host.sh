@@ -2,7 +2,8 @@
 # A "remote host" for the network tests, built and torn down as root:
 #   remote_host.sh setup NAME PREFIX      e.g. setup bxfx1a2b3c 10.204.17
 #   remote_host.sh teardown NAME
-# NAME (at most 12 characters) is the network namespace; NAMEh and NAMEr are
+# NAME (at most 12 characters) names the host (its network namespace is held
+# by a process, recorded in pid.holder, not mounted); NAMEh and NAMEr are
 # the two ends of a veth pair joining it to the host's namespace, PREFIX.1
 # on the host's end and PREFIX.2 (the remote host) in the namespace, a /24.
 # In it run real HTTP servers on PREFIX.2 ports 80 and 443 (443 plain HTTP,
@@ -37,7 +38,7 @@ teardown() {
     [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
   done
   ip link del "${name}h" 2>/dev/null
-  ip netns del "$name" 2>/dev/null
+  ip netns del "$name" 2>/dev/null  # a host an older version of this script made
   # Only a directory of root's own, never through a link another user made.
   if [ -d "$dir" ] && [ ! -L "$dir" ] && [ "$(stat -c %u "$dir")" = 0 ]; then rm -rf "$dir"; fi
   return 0
@@ -62,7 +63,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: the remote host needs root (a network namespace and a veth pair)"
   exit 77
 fi
-for program in /usr/sbin/ip /usr/bin/python3 /usr/bin/setsid /usr/bin/flock; do
+for program in /usr/sbin/ip /usr/bin/python3 /usr/bin/setsid /usr/bin/flock /usr/bin/unshare /usr/bin/nsenter; do
   [ -x "$program" ] || { echo "skipped: $program is not installed"; exit 77; }
 done
 
@@ -95,9 +96,23 @@ fail() {
   teardown
   exit 1
 }
-ip netns add "$name" || fail "ip netns add"
+# The namespace is held by a process of its own (pid.holder), not by a mount
+# under /run/netns as `ip netns add` would: such a mount is part of / for
+# every bwrap sandbox being set up meanwhile, and one removed while bwrap
+# copies the mount tree fails that sandbox ("remount /newroot/run/netns/NAME:
+# No such file or directory").
+setsid unshare --net sleep infinity </dev/null >/dev/null 2>&1 &
+holder=$!
+echo "$holder" >"$dir/pid.holder"
+tries=0
+until [ -e "/proc/$holder/ns/net" ] && [ "$(readlink "/proc/$holder/ns/net")" != "$(readlink /proc/self/ns/net)" ]; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 100 ] || fail "unshare --net"
+  sleep 0.02
+done
+in_remote() { nsenter -t "$holder" -n "$@"; }
 ip link add "${name}h" type veth peer name "${name}r" || fail "ip link add"
-ip link set "${name}r" netns "$name" || fail "ip link set netns"
+ip link set "${name}r" netns "$holder" || fail "ip link set netns"
 # Check and take the /24 under one lock (fd 9): a test beside this one may be
 # setting up a host of its own.
 exec 9>/run/bashexec-remote-host.lock || fail "opening /run/bashexec-remote-host.lock"
@@ -109,12 +124,12 @@ if ip -4 route show | grep -q "^$prefix\.0/24 "; then
 fi
 ip addr add "$prefix.1/24" dev "${name}h" && ip link set "${name}h" up || fail "the host's end"
 exec 9>&-
-ip -n "$name" addr add "$prefix.2/24" dev "${name}r" && ip -n "$name" link set "${name}r" up &&
-  ip -n "$name" link set lo up || fail "the remote end"
+in_remote ip addr add "$prefix.2/24" dev "${name}r" && in_remote ip link set "${name}r" up &&
+  in_remote ip link set lo up || fail "the remote end"
 for port in 80 443; do
   # setsid and no inherited descriptor: the servers outlive this script, and
   # CTest does not wait for them.
-  setsid ip netns exec "$name" /usr/bin/python3 "$dir/server.py" "$prefix.2" "$port" "$dir/www" \
+  setsid nsenter -t "$holder" -n /usr/bin/python3 "$dir/server.py" "$prefix.2" "$port" "$dir/www" \
     "$dir/requests.log" "$dir/pid.$port" </dev/null >/dev/null 2>&1 &
 done
 for port in 80 443; do
