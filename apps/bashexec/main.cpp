@@ -337,6 +337,7 @@ int mcp_command(std::vector<std::string_view> argv) {
       return options.request_timeout = parse_duration(flag, args.value(flag)), true;
     if (flag == "--session-idle-timeout")
       return options.session_idle_timeout = parse_duration(flag, args.value(flag)), true;
+    if (flag == "--executor-api") return options.executor_api = true, true;
     if (flag != "--session") return parse_server_flag(flag, args, options);
     options.session = std::string(args.value(flag));
     if (options.session.empty() || options.session.size() > server::request_limits{}.max_session_bytes)
@@ -346,8 +347,8 @@ int mcp_command(std::vector<std::string_view> argv) {
   });
   if (answered) return *answered;
   if (!options.http_address) {
-    if (options.token_file || !options.allow_hosts.empty() || !options.allow_origins.empty())
-      throw usage_error("mcp: --token-file, --allow-host and --allow-origin need --http ADDR:PORT");
+    if (options.token_file || !options.allow_hosts.empty() || !options.allow_origins.empty() || options.executor_api)
+      throw usage_error("mcp: --token-file, --allow-host, --allow-origin and --executor-api need --http ADDR:PORT");
     return run_server(options, over_stdio<server::mcp_server>{});
   }
   // Refused before anything starts, as a usage error.
@@ -361,7 +362,14 @@ int mcp_command(std::vector<std::string_view> argv) {
                                   "could run commands)",
                                   *options.http_address));
   return run_server(options, [&options](auto& executor, server::mcp_server_options served, signal_watch& signals) {
-    serve_mcp_http(server::mcp_sessions(executor, std::move(served)), options, signals);
+    std::shared_ptr<server::executor_api_backend> api;
+    if (options.executor_api) {
+      server::executor_api_options api_options;
+      api_options.idle_timeout = options.session_idle_timeout;
+      api_options.max_sessions = options.max_sessions;
+      api = server::executor_api(executor, api_options);
+    }
+    serve_mcp_http(server::mcp_sessions(executor, std::move(served)), std::move(api), options, signals);
   });
 }
 

@@ -15,7 +15,8 @@
 
 namespace bashexec::cli {
 
-void serve_mcp_http(server::http_session_factory sessions, const mcp_options& options, signal_watch& signals) {
+void serve_mcp_http(server::http_session_factory sessions, std::shared_ptr<server::executor_api_backend> api,
+                    const mcp_options& options, signal_watch& signals) {
   server::mcp_http_options http;
   http.address = options.http_address.value_or("127.0.0.1");
   http.port = options.http_port;
@@ -26,9 +27,13 @@ void serve_mcp_http(server::http_session_factory sessions, const mcp_options& op
   http.idle_timeout = options.session_idle_timeout;
   http.request_timeout = options.request_timeout;
   http.write_timeout = options.write_timeout;
+  http.executor_api = std::move(api);
   server::mcp_http_server server(std::move(sessions), std::move(http));
   // The one line a harness waits for (port 0 picks the port).
-  const std::string ready = fmt::format("bashexec: MCP over HTTP at {}\n", server.url());
+  std::string ready = fmt::format("bashexec: MCP over HTTP at {}\n", server.url());
+  if (http.executor_api)
+    ready += fmt::format("bashexec: executor protocol at {}\n",
+                         server.url().substr(0, server.url().size() - http.path.size()) + http.executor_path);
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, ready.data(), ready.size());
   const auto on_signal = signals.on_signal([&server] { server.stop(); });
   server.serve();

@@ -5,6 +5,9 @@
 // is: Asio and Beast build beside main.cpp rather than inside it.
 #pragma once
 
+#include <memory>
+
+#include <bashexec/server/executor_api.hpp>
 #include <bashexec/server/http_sessions.hpp>
 
 #include "options.hpp"
@@ -13,8 +16,10 @@
 namespace bashexec::cli {
 
 /// Serves until a signal; then every session is stopped and its commands
-/// killed before it returns. Throws std::invalid_argument (bad options, an
+/// killed before it returns. `api`, when given, is served at /exec/v1
+/// (--executor-api). Throws std::invalid_argument (bad options, an
 /// unreadable token file) or infrastructure_error (cannot listen).
-void serve_mcp_http(server::http_session_factory sessions, const mcp_options& options, signal_watch& signals);
+void serve_mcp_http(server::http_session_factory sessions, std::shared_ptr<server::executor_api_backend> api,
+                    const mcp_options& options, signal_watch& signals);
 
 }  // namespace bashexec::cli

@@ -43,7 +43,7 @@ Usage:
                [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
                [--write-timeout TIME]
-               [--http ADDR:PORT [--token-file FILE] [--allow-host H:P] [--allow-origin O]
+               [--http ADDR:PORT [--token-file FILE] [--allow-host H:P] [--allow-origin O] [--executor-api]
                 [--max-sessions N] [--session-idle-timeout TIME] [--request-timeout TIME]]
   bashexec tools [--mode MODE | --unconfined]
   bashexec --help | --version
@@ -248,6 +248,11 @@ Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.m
   --session-idle-timeout TIME
                       a session without a request or an open stream for this
                       long is ended and its commands killed (default 30min)
+  --executor-api      also serve the executor protocol at /exec/v1, for a C++
+                      harness's bashexec::remote_executor (docs/remote.md):
+                      byte-exact output, runs and tasks of the harness's own,
+                      under the same token and checks; its sessions count
+                      against --max-sessions and expire the same way
   --request-timeout TIME
                       a request's header and body must arrive within this
                       from its first byte, or the connection is closed
@@ -352,6 +357,8 @@ struct mcp_options : serve_options {
   std::size_t max_sessions = 64;
   std::chrono::milliseconds session_idle_timeout{std::chrono::minutes(30)};
   std::chrono::milliseconds request_timeout{std::chrono::seconds(10)};
+  /// --executor-api: serve the executor protocol at /exec/v1 too.
+  bool executor_api = false;
 };
 
 /// --http ADDR:PORT: an IPv4 address or a bracketed IPv6 one, and a port

@@ -36,6 +36,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -78,6 +79,7 @@
 
 #include "bashexec/detail/kernel/socket_owner.hpp"
 #include "bashexec/errors.hpp"
+#include "bashexec/server/executor_api.hpp"
 #include "bashexec/server/http_guard.hpp"
 #include "bashexec/server/http_sessions.hpp"
 #include "bashexec/server/mcp_protocol.hpp"
@@ -146,6 +148,11 @@ struct mcp_http_options {
   /// server reads nothing while every worker slot is busy); a POST past it
   /// is answered 429.
   std::size_t max_session_backlog = std::size_t{32} << 20;
+  /// The executor protocol (server/executor_api.hpp), served at
+  /// `executor_path` for `remote_executor` behind the same admission (Host,
+  /// Origin, token, own-command refusal); null: not served.
+  std::shared_ptr<executor_api_backend> executor_api;
+  std::string executor_path = "/exec/v1";
 };
 
 class mcp_http_server {
@@ -161,7 +168,13 @@ class mcp_http_server {
   /// address without a token); infrastructure_error when it cannot bind.
   mcp_http_server(http_session_factory sessions, mcp_http_options options)
       : options_(std::move(options)), sessions_factory_(std::move(sessions)), acceptor_(io_) {
-    if (!sessions_factory_) throw std::invalid_argument("sessions: a session factory is required");
+    if (!sessions_factory_ && !options_.executor_api)
+      throw std::invalid_argument("sessions: a session factory (or an executor_api) is required");
+    if (options_.executor_api && (options_.executor_path.empty() || options_.executor_path.front() != '/' ||
+                                  options_.executor_path == options_.path || options_.executor_path == live_path ||
+                                  options_.executor_path == ready_path))
+      throw std::invalid_argument(fmt::format("executor_path: {} must start with '/' and be no other endpoint's",
+                                              options_.executor_path));
     if (options_.path.empty() || options_.path.front() != '/')
       throw std::invalid_argument("path: must start with '/'");
     if (options_.path == live_path || options_.path == ready_path)
@@ -182,6 +195,7 @@ class mcp_http_server {
       throw infrastructure_error(fmt::format("cannot listen on {}:{}: {}", options_.address, options_.port,
                                              ec.message()));
     port_ = acceptor_.local_endpoint().port();
+    post_target_->io = &io_;
     hosts_ = http::default_hosts(address.to_string(), port_);
     hosts_.insert(hosts_.end(), options_.allowed_hosts.begin(), options_.allowed_hosts.end());
     origins_ = http::default_origins(hosts_);
@@ -193,6 +207,11 @@ class mcp_http_server {
 
   ~mcp_http_server() {
     stop();
+    {
+      // An executor request answered from now on has nowhere to go.
+      std::lock_guard lock(post_target_->mutex);
+      post_target_->io = nullptr;
+    }
     // A session whose thread serve() did not see finish: stopped above
     // (through the post that never ran, here), joined now.
     for (auto& s : all_sessions_) {
@@ -424,6 +443,7 @@ class mcp_http_server {
     acceptor_.close(ignored);
     const auto live = sessions_;
     for (const auto& [id, s] : live) end_session(s);
+    if (options_.executor_api) options_.executor_api->stop();
     boost::asio::co_spawn(io_, wind_down(), boost::asio::detached);
   }
 
@@ -432,7 +452,7 @@ class mcp_http_server {
   boost::asio::awaitable<void> wind_down() {
     boost::asio::steady_timer timer(io_);
     const auto deadline = clock::now() + std::chrono::seconds(10);
-    while (clock::now() < deadline && (live_sessions_ > 0 || active_streams_ > 0)) {
+    while (clock::now() < deadline && (live_sessions_ > 0 || active_streams_ > 0 || executor_requests_ > 0)) {
       timer.expires_after(std::chrono::milliseconds(10));
       error_code ec;
       co_await timer.async_wait(token(ec));
@@ -850,7 +870,13 @@ class mcp_http_server {
       co_return co_await refuse(stream, status::unauthorized, mcp::invalid_request,
                                 "a valid bearer token is required (Authorization: Bearer TOKEN)", true, nullptr,
                                 "WWW-Authenticate", "Bearer");
-    if (path != options_.path)
+    if (options_.executor_api && path == options_.executor_path) {
+      if (stopping_)
+        co_return co_await refuse(stream, status::service_unavailable, mcp::internal_error,
+                                  "the server is shutting down", false);
+      co_return co_await handle_executor(stream, req);
+    }
+    if (path != options_.path || !sessions_factory_)
       co_return co_await refuse(stream, status::not_found, mcp::invalid_request,
                                 fmt::format("no endpoint here: MCP is served at {}", options_.path), true);
     if (stopping_)
@@ -893,6 +919,59 @@ class mcp_http_server {
     }
     it->second->last_seen = clock::now();
     co_return it->second;
+  }
+
+  // ---- the executor protocol ---------------------------------------------------
+
+  /// Where an executor request's answer is posted, from whatever thread
+  /// gives it; null once this server is being destroyed.
+  struct post_target {
+    std::mutex mutex;
+    boost::asio::io_context* io = nullptr;
+  };
+
+  /// One request of the executor protocol: handed to the backend, answered
+  /// when it answers (a long poll waits here, on no thread).
+  boost::asio::awaitable<bool> handle_executor(boost::beast::tcp_stream& stream, request& req) {
+    namespace beast_http = boost::beast::http;
+    const bool keep = req.keep_alive();
+    if (req.method() != beast_http::verb::post)
+      co_return co_await refuse(stream, status::method_not_allowed, mcp::invalid_request,
+                                "the executor endpoint takes POST", keep, nullptr, "Allow", "POST");
+    const auto type = header(req, "Content-Type");
+    if (!type || !http::iequal(type->substr(0, std::min<std::size_t>(type->size(), 16)), "application/json"))
+      co_return co_await refuse(stream, status::unsupported_media_type, mcp::invalid_request,
+                                "a POST carries Content-Type: application/json", keep);
+    struct pending {
+      explicit pending(boost::asio::io_context& io) : wake(io) {}
+      boost::asio::steady_timer wake;
+      std::optional<std::pair<unsigned, std::string>> answer;
+    };
+    auto waiting = std::make_shared<pending>(io_);
+    waiting->wake.expires_at(boost::asio::steady_timer::time_point::max());
+    ++executor_requests_;
+    options_.executor_api->handle(std::move(req.body()), [waiting, target = post_target_](unsigned code,
+                                                                                          std::string body) {
+      std::lock_guard lock(target->mutex);
+      if (target->io == nullptr) return;
+      boost::asio::post(*target->io, [waiting, code, body = std::move(body)]() mutable {
+        waiting->answer.emplace(code, std::move(body));
+        waiting->wake.cancel();
+      });
+    });
+    while (!waiting->answer) {
+      error_code ec;
+      co_await waiting->wake.async_wait(token(ec));
+    }
+    --executor_requests_;
+    beast_http::response<beast_http::string_body> response{static_cast<status>(waiting->answer->first), 11};
+    response.set(beast_http::field::content_type, "application/json");
+    response.set(beast_http::field::cache_control, "no-store");
+    response.keep_alive(keep);
+    response.body() = std::move(waiting->answer->second);
+    response.prepare_payload();
+    const bool written = co_await write(stream, response);
+    co_return written && keep;
   }
 
   boost::asio::awaitable<bool> handle_post(boost::beast::tcp_stream& stream, request& req) {
@@ -1181,10 +1260,12 @@ class mcp_http_server {
   std::size_t live_sessions_ = 0;
   std::size_t connections_ = 0;
   std::size_t active_streams_ = 0;
+  std::size_t executor_requests_ = 0;
   bool stopping_ = false;
   // Last: destroyed first, with the coroutine frames it still holds, while
   // the state they refer to is alive.
   boost::asio::io_context io_{1};
+  std::shared_ptr<post_target> post_target_ = std::make_shared<post_target>();
   tcp::acceptor acceptor_;
 };
 
