@@ -60,7 +60,8 @@ TEST_CASE("http guard: the bearer token must match exactly, under a case-insensi
   CHECK_FALSE(constant_time_equal("abc", "abd"));
 }
 
-TEST_CASE("http guard: a token file must be the owner's alone, one line of visible ASCII, 16 characters or more",
+TEST_CASE("http guard: a token file must be the owner's alone (or read-only for its own group), one line of visible "
+          "ASCII, 16 characters or more",
           "[http][guard]") {
   const fs::path dir = fs::temp_directory_path() / ("bashexec-token-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -81,7 +82,14 @@ TEST_CASE("http guard: a token file must be the owner's alone, one line of visib
       CHECK_THAT(e.what(), Catch::Contains("--token-file") && Catch::Contains(why));
     }
   };
-  refused(write("shared", "abcdefghijklmnop1234\n", 0640), "others");
+  // A Kubernetes Secret mounted with fsGroup: group-read in the process's own group.
+  CHECK(read_token_file(write("own-group", "abcdefghijklmnop1234\n", 0440)) == "abcdefghijklmnop1234");
+  refused(write("group-writes", "abcdefghijklmnop1234\n", 0660), "others");
+  const fs::path foreign = write("foreign-group", "abcdefghijklmnop1234\n", 0640);
+  if (::chown(foreign.c_str(), static_cast<uid_t>(-1), 65534) == 0 && !in_own_group(65534))
+    refused(foreign, "others");
+  else
+    WARN("cannot give a file a group this process is not in (not root?): the foreign-group case is skipped");
   refused(write("world", "abcdefghijklmnop1234\n", 0604), "others");
   refused(write("short", "short\n", 0600), "at least 16");
   refused(write("space", "abcdefgh ijklmnop1234\n", 0600), "visible ASCII");

@@ -34,6 +34,7 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -118,19 +119,35 @@ inline bool bearer_matches(const std::optional<std::string_view>& authorization,
   return constant_time_equal(authorization->substr(scheme.size()), expected);
 }
 
+/// Whether `group` is this process's effective group or a supplementary one.
+inline bool in_own_group(gid_t group) {
+  if (group == ::getegid()) return true;
+  const int count = ::getgroups(0, nullptr);
+  if (count <= 0) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  const int got = ::getgroups(count, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, group) != groups.begin() + got;
+}
+
 /// The token in `path`: its first line, without the line end. Refused with
 /// std::invalid_argument naming `--token-file` when it cannot be read, is
 /// empty, holds a character outside visible ASCII, or may be read by
-/// others than its owner (a token other users can read is no secret).
+/// others than its owner (a token other users can read is no secret) —
+/// except by a group this process is in, read only: a Kubernetes Secret
+/// mounted with `fsGroup` is mode 0440 in the pod's own group
+/// (docs/deploy-kubernetes.md).
 inline std::string read_token_file(const std::filesystem::path& path) {
   struct stat facts {};
   if (::stat(path.c_str(), &facts) != 0)
     throw std::invalid_argument(fmt::format("--token-file {}: cannot be read", path.string()));
   if (!S_ISREG(facts.st_mode))
     throw std::invalid_argument(fmt::format("--token-file {}: not a regular file", path.string()));
-  if ((facts.st_mode & (S_IRWXG | S_IRWXO)) != 0)
-    throw std::invalid_argument(
-        fmt::format("--token-file {}: readable or writable by others than its owner (chmod 600 it)", path.string()));
+  const bool group_reads_only = (facts.st_mode & (S_IWGRP | S_IXGRP)) == 0;
+  if ((facts.st_mode & S_IRWXO) != 0 || !group_reads_only ||
+      ((facts.st_mode & S_IRGRP) != 0 && !in_own_group(facts.st_gid)))
+    throw std::invalid_argument(fmt::format(
+        "--token-file {}: readable or writable by others than its owner and its own group (chmod 600 it)",
+        path.string()));
   std::ifstream in(path);
   std::string token;
   if (!in || !std::getline(in, token))
