@@ -101,6 +101,16 @@ class remote_host {
   /// Its range, for `allowed_ranges`.
   const std::string& range() const { return range_; }
 
+  /// The process that holds its network namespace (`nsenter -t PID -n`
+  /// runs a program there); empty for a host built beforehand.
+  std::optional<long> holder_pid() const {
+    if (name_.empty()) return std::nullopt;
+    std::ifstream in("/var/tmp/bashexec-remote-" + name_ + "/pid.holder");
+    long pid = 0;
+    if (!(in >> pid) || pid <= 0) return std::nullopt;
+    return pid;
+  }
+
   /// The request line of every request the servers have seen since this
   /// object was made, one per line: "<port> <request line>".
   std::string requests() const {

@@ -7,7 +7,12 @@
 // local_executor behind an executor that is no basic_executor (the
 // out-of-tree audited_executor): the suites hold for any model of the
 // executor concept that passes calls on, and use nothing of it but the
-// concept and spill_directory() (issue 30).
+// concept and spill_directory() (issue 30), or — in their fourth, with
+// BASHEXEC_TEST_REMOTE (prefix "remote/") — remote_executor talking to a
+// server in another network namespace (remote_test_support.hpp): the
+// contract holds across the network. Cases that need a local fact (the
+// commands as this process's children) are left out of that build, each
+// with its reason (docs/testing.md, "The remote lane").
 #pragma once
 
 #include <filesystem>
@@ -21,6 +26,9 @@
 #include "executor_test_support.hpp"
 #ifdef BASHEXEC_TEST_PRESPAWNED
 #include "prespawn_test_support.hpp"
+#endif
+#ifdef BASHEXEC_TEST_REMOTE
+#include "remote_test_support.hpp"
 #endif
 #ifdef BASHEXEC_TEST_DECORATED
 #include <atomic>
@@ -55,6 +63,16 @@ class unconfined_executor : private decorated_inner, public example::audited_exe
   std::filesystem::path spill_directory() const { return inner.spill_directory(); }
   /// Runs and starts that went through the decorator.
   long calls_audited() const noexcept { return audited.load(); }
+};
+static_assert(bashexec::executor<unconfined_executor>);
+#elif defined(BASHEXEC_TEST_REMOTE)
+/// remote_executor over a server of its own in the lane's namespace, built
+/// from the case's configuration.
+class unconfined_executor : private remote_server_process, public bashexec::remote_executor {
+ public:
+  using spawn_type = bashexec::local_executor::spawn_type;
+  explicit unconfined_executor(const bashexec::executor_config& config = {})
+      : remote_server_process(config), remote_executor(lane_client(url(), config)) {}
 };
 static_assert(bashexec::executor<unconfined_executor>);
 #else

@@ -79,6 +79,9 @@ struct remote_executor_config {
   /// The longest wait asked of the server in one request (the server may cut
   /// it shorter).
   std::chrono::milliseconds poll_wait{std::chrono::seconds(20)};
+  /// How often a run whose request carries `progress` brings its byte
+  /// counts over while it runs.
+  std::chrono::milliseconds progress_interval{std::chrono::milliseconds(200)};
   /// Where a throwing completion listener is reported (default: stderr).
   std::function<void(std::string_view)> error_sink;
 };
@@ -96,12 +99,12 @@ class remote_executor {
     if (config_.read_timeout.count() <= 0) throw std::invalid_argument("read_timeout: must be positive");
     if (config_.reconnect_timeout.count() < 0) throw std::invalid_argument("reconnect_timeout: must not be negative");
     if (config_.poll_wait.count() <= 0) throw std::invalid_argument("poll_wait: must be positive");
+    if (config_.progress_interval.count() <= 0) throw std::invalid_argument("progress_interval: must be positive");
     const auto facts = call_unchecked({{"op", "open"}, {"version", remote::wire::protocol_version}});
     session_ = remote::wire::text_of(facts, "session");
     poll_wait_ = std::min(config_.poll_wait, std::chrono::milliseconds(remote::wire::number_of<std::int64_t>(facts, "max_wait_ms")));
     if (remote::wire::has(facts, "default_mode"))
       default_mode_ = remote::wire::enum_of<sandbox_mode>(facts, "default_mode");
-    spill_directory_ = remote::wire::optional_path_of(facts, "spill_directory").value_or(std::filesystem::path{});
   }
 
   remote_executor(const remote_executor&) = delete;
@@ -130,8 +133,12 @@ class remote_executor {
   }
 
   std::optional<sandbox_mode> default_mode() const { return default_mode_; }
-  /// The server executor's spill directory: a path on the server's machine.
-  std::filesystem::path spill_directory() const { return spill_directory_; }
+  /// The server executor's spill directory: a path on the server's machine
+  /// (empty until its first spill, as locally).
+  std::filesystem::path spill_directory() const {
+    const auto reply = call({{"op", "facts"}});
+    return remote::wire::optional_path_of(reply, "spill_directory").value_or(std::filesystem::path{});
+  }
   const remote_executor_config& config() const noexcept { return config_; }
 
   /// Resolved by the server, from its configuration (contract 1).
@@ -146,14 +153,16 @@ class remote_executor {
   run_result run(const exec_spec& spec) {
     if (spec.stop.stop_requested())
       throw infrastructure_error("run: stop was requested before the command was spawned");
+    // With progress asked for, the counts come over at each interval.
+    const auto wait = spec.progress ? std::min(poll_wait_, config_.progress_interval) : poll_wait_;
     nlohmann::json request{{"op", "run"}, {"seq", next_seq()}, {"spec", remote::wire::to_wire(spec)},
-                           {"wait_ms", poll_wait_.count()}};
+                           {"wait_ms", wait.count()}};
     std::optional<std::string> run_id;
     bool abort_sent = false;
     for (;;) {
       nlohmann::json reply;
       try {
-        reply = call(request, poll_wait_, abort_sent ? std::stop_token{} : spec.stop);
+        reply = call(request, wait, abort_sent ? std::stop_token{} : spec.stop);
       } catch (const interrupted&) {
         if (!run_id) {
           // Not yet known: the run request again, answered at once with its id.
@@ -162,16 +171,16 @@ class remote_executor {
         }
         call({{"op", "run_abort"}, {"run", *run_id}});
         abort_sent = true;
-        request = {{"op", "run_wait"}, {"run", *run_id}, {"wait_ms", poll_wait_.count()}};
+        request = {{"op", "run_wait"}, {"run", *run_id}, {"wait_ms", wait.count()}};
         continue;
       }
       run_id = remote::wire::text_of(reply, "run");
-      if (remote::wire::flag_of(reply, "done")) return remote::wire::run_result_from_wire(remote::wire::member(reply, "result"));
       if (spec.progress) {
         spec.progress->stdout_bytes.store(remote::wire::number_of<std::uint64_t>(reply, "stdout_bytes"));
         spec.progress->stderr_bytes.store(remote::wire::number_of<std::uint64_t>(reply, "stderr_bytes"));
       }
-      request = {{"op", "run_wait"}, {"run", *run_id}, {"wait_ms", poll_wait_.count()}};
+      if (remote::wire::flag_of(reply, "done")) return remote::wire::run_result_from_wire(remote::wire::member(reply, "result"));
+      request = {{"op", "run_wait"}, {"run", *run_id}, {"wait_ms", wait.count()}};
     }
   }
 
@@ -216,8 +225,16 @@ class remote_executor {
     return tasks;
   }
 
+  /// Empty for an ownerless task and for an id this executor never gave, as
+  /// locally.
   std::optional<owner_token> owner_of(const task_id& id) const {
-    auto reply = call({{"op", "owner_of"}, {"task", remote_of(id).value()}});
+    std::optional<task_id> remote_id;
+    {
+      std::lock_guard lock(mutex_);
+      if (const auto it = tasks_.find(id); it != tasks_.end()) remote_id = it->second.remote;
+    }
+    if (!remote_id) return std::nullopt;
+    auto reply = call({{"op", "owner_of"}, {"task", remote_id->value()}});
     if (auto owner = remote::wire::optional_bytes_of(reply, "owner")) return owner_token(std::move(*owner));
     return std::nullopt;
   }
@@ -426,7 +443,6 @@ class remote_executor {
   remote::detail::endpoint at_;
   std::string session_;
   std::optional<sandbox_mode> default_mode_;
-  std::filesystem::path spill_directory_;
   std::chrono::milliseconds poll_wait_{};
   std::atomic<std::uint64_t> seq_{0};
 

@@ -303,11 +303,18 @@ class service final : public executor_api_backend {
                          {"idle_timeout_ms", options_.idle_timeout.count()}};
     const auto mode = executor_.default_mode();
     facts["default_mode"] = mode ? nlohmann::json(std::string(to_string(*mode))) : nullptr;
-    if constexpr (requires { executor_.spill_directory(); })
-      facts["spill_directory"] = wire::path_or_null(std::optional<std::filesystem::path>(executor_.spill_directory()));
-    else
-      facts["spill_directory"] = nullptr;
+    facts["spill_directory"] = spill_directory();
     return ok(std::move(facts));
+  }
+
+  /// The executor's spill directory, where it has one (made at its first
+  /// spill: asked again by `facts`).
+  nlohmann::json spill_directory() const {
+    if constexpr (requires { executor_.spill_directory(); }) {
+      auto path = executor_.spill_directory();
+      if (!path.empty()) return wire::path_or_null(std::optional<std::filesystem::path>(std::move(path)));
+    }
+    return nullptr;
   }
 
   std::size_t live_sessions() const {
@@ -441,6 +448,7 @@ class service final : public executor_api_backend {
       }
       return ok({{"task", id->value()}});
     }
+    if (j.op == "facts") return ok({{"spill_directory", spill_directory()}});
     if (j.op == "get") return ok({{"snapshot", wire::to_wire(executor_.get(own_task(s, m)))}});
     if (j.op == "list") {
       std::set<task_id> mine;
@@ -537,14 +545,18 @@ class service final : public executor_api_backend {
     }
     run->thread = std::thread([this, run, spec = std::move(spec)]() mutable {
       answer a;
-      try {
-        a = ok({{"run", run->id}, {"done", true}, {"result", wire::to_wire(executor_.run(spec))}});
-      } catch (...) {
-        a = answer_for(std::current_exception());
-        auto body = nlohmann::json::parse(a.body);
+      const auto counts = [&run](nlohmann::json body) {
         body["run"] = run->id;
         body["done"] = true;
-        a.body = body.dump();
+        body["stdout_bytes"] = run->progress->stdout_bytes.load();
+        body["stderr_bytes"] = run->progress->stderr_bytes.load();
+        return body;
+      };
+      try {
+        a = ok(counts({{"result", wire::to_wire(executor_.run(spec))}}));
+      } catch (...) {
+        a = answer_for(std::current_exception());
+        a.body = counts(nlohmann::json::parse(a.body)).dump();
       }
       std::unique_lock settled_lock(mutex_);
       run->settled = std::move(a);

@@ -130,12 +130,12 @@ class http_connection {
         io_.run();
         if (!ec) ec = boost::beast::error::timeout;
       }
-      if (ec) fail("cannot resolve", ec);
+      if (ec || cancelled_) fail("cannot resolve", ec);
       stream_.expires_after(connect_timeout);
       stream_.async_connect(results, [&](boost::system::error_code e, const auto&) { ec = e; });
       io_.restart();
       io_.run();
-      if (ec) fail("cannot connect", ec);
+      if (ec || cancelled_) fail("cannot connect", ec);
       stream_.socket().set_option(boost::asio::ip::tcp::no_delay(true), ec);
       connected_ = true;
     }
@@ -151,14 +151,16 @@ class http_connection {
     http::async_write(stream_, request, [&](boost::system::error_code e, std::size_t) { ec = e; });
     io_.restart();
     io_.run();
-    if (ec) fail("cannot send", ec);
+    // A stop that came between two steps found nothing to cancel: it is
+    // seen here, before a long read begins.
+    if (ec || cancelled_ || stop.stop_requested()) fail("cannot send", ec);
     http::response_parser<http::string_body> parser;
     parser.body_limit(max_reply_bytes);
     parser.header_limit(64 << 10);
     http::async_read(stream_, buffer_, parser, [&](boost::system::error_code e, std::size_t) { ec = e; });
     io_.restart();
     io_.run();
-    if (ec) fail("no reply", ec);
+    if (ec || (cancelled_ && !parser.is_done())) fail("no reply", ec);
     auto response = parser.release();
     if (!response.keep_alive()) close();
     return {response.result_int(), std::move(response.body())};
@@ -169,7 +171,7 @@ class http_connection {
  private:
   [[noreturn]] void fail(std::string_view what, boost::system::error_code ec) {
     close();
-    const bool cancelled = cancelled_;
+    const bool cancelled = cancelled_ || ec == boost::asio::error::operation_aborted;
     const std::string why = ec == boost::beast::error::timeout ? std::string("timed out") : ec.message();
     throw transport_error(fmt::format("{} {}:{}: {}", what, at_.host, at_.port, cancelled ? "cancelled" : why),
                           cancelled);
