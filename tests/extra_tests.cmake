@@ -169,3 +169,26 @@ endif()
 # them out. Hidden cases are neither listed nor logged for the count check.
 add_test(NAME serve_10000_background_tasks COMMAND test_cli_robustness "[scale]" --warn NoTests)
 set_tests_properties(serve_10000_background_tasks PROPERTIES TIMEOUT 600 LABELS "scale" COST 140)
+
+# --- the simulated Kubernetes scale test, small (issue 30) -------------------
+# benchmarks/remote_scale.sh at a size a test affords: 2 pods (servers in
+# network namespaces of their own), 6 sessions, one pod SIGKILLed mid-run —
+# its sessions fail clearly, the others finish, no command is left on any
+# pod, the survivors exit 143 on SIGTERM. The full size is a benchmark
+# (docs/benchmarks.md, "Beyond one machine").
+if(TARGET bashexec_cli)
+  include(${PROJECT_SOURCE_DIR}/benchmarks/remote_scale_target.cmake)
+  add_test(NAME remote_scale_smoke
+    COMMAND env PODS=2 SESSIONS=6 CALLS=3 BIG_SESSIONS=2 BIG_BYTES=1048576
+            bash ${PROJECT_SOURCE_DIR}/benchmarks/remote_scale.sh --cli $<TARGET_FILE:bashexec_cli>
+            --harness $<TARGET_FILE:bashexec_remote_scale>)
+  set_tests_properties(remote_scale_smoke PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "remote")
+endif()
+
+# --- the Kubernetes manifests, validated offline (issue 30) ------------------
+# deploy/kubernetes/ against the Kubernetes schema (pinned npm packages
+# generated from the official OpenAPI spec) and the agent-sandbox CRDs'
+# structure, with broken manifests that must be refused
+# (tests/deploy/validate_manifests.sh, docs/deploy-kubernetes.md).
+add_test(NAME deploy/validate_manifests COMMAND bash ${PROJECT_SOURCE_DIR}/tests/deploy/validate_manifests.sh)
+set_tests_properties(deploy/validate_manifests PROPERTIES TIMEOUT 300 LABELS deploy)

@@ -28,12 +28,15 @@ void serve_mcp_http(server::http_session_factory sessions, std::shared_ptr<serve
   http.request_timeout = options.request_timeout;
   http.write_timeout = options.write_timeout;
   http.executor_api = std::move(api);
+  const bool executor_api = http.executor_api != nullptr;
+  const std::string executor_path = http.executor_path;
+  const std::string mcp_path = http.path;
   server::mcp_http_server server(std::move(sessions), std::move(http));
   // The one line a harness waits for (port 0 picks the port).
   std::string ready = fmt::format("bashexec: MCP over HTTP at {}\n", server.url());
-  if (http.executor_api)
-    ready += fmt::format("bashexec: executor protocol at {}\n",
-                         server.url().substr(0, server.url().size() - http.path.size()) + http.executor_path);
+  if (executor_api)
+    ready += fmt::format("bashexec: executor protocol at {}{}\n",
+                         server.url().substr(0, server.url().size() - mcp_path.size()), executor_path);
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, ready.data(), ready.size());
   const auto on_signal = signals.on_signal([&server] { server.stop(); });
   server.serve();

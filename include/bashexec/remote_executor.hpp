@@ -124,7 +124,8 @@ class remote_executor {
     events_stop_.request_stop();
     if (events_thread_.joinable()) events_thread_.join();
     try {
-      call({{"op", "close"}});
+      // A server already found gone is asked once, not for reconnect_timeout.
+      call({{"op", "close"}}, {}, {}, !unreachable_.load());
     } catch (...) {
       // A server that is gone has ended the session itself (or will, at
       // its idle timeout).
@@ -332,13 +333,14 @@ class remote_executor {
   /// One operation of this session, tried again over new connections while
   /// the server cannot be reached; the error it answered thrown as the
   /// server's executor threw it.
-  nlohmann::json call(nlohmann::json request, std::chrono::milliseconds wait = {}, std::stop_token stop = {}) const {
+  nlohmann::json call(nlohmann::json request, std::chrono::milliseconds wait = {}, std::stop_token stop = {},
+                      bool retry = true) const {
     request["session"] = session_;
-    return call_unchecked(std::move(request), wait, std::move(stop));
+    return call_unchecked(std::move(request), wait, std::move(stop), retry);
   }
 
   nlohmann::json call_unchecked(const nlohmann::json& request, std::chrono::milliseconds wait = {},
-                                std::stop_token stop = {}) const {
+                                std::stop_token stop = {}, bool retry = true) const {
     const std::string body = request.dump();
     std::optional<std::chrono::steady_clock::time_point> failing_since;
     auto pause = std::chrono::milliseconds(20);
@@ -351,15 +353,18 @@ class remote_executor {
         if (e.cancelled()) throw interrupted{};
         const auto now = std::chrono::steady_clock::now();
         if (!failing_since) failing_since = now;
-        if (now - *failing_since >= config_.reconnect_timeout)
+        if (!retry || now - *failing_since >= config_.reconnect_timeout) {
+          unreachable_ = true;
           throw infrastructure_error(fmt::format("remote executor: the server at {} cannot be reached: {}", config_.url,
                                                  e.what()));
+        }
         if (stop.stop_requested()) throw interrupted{};
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::milliseconds(500));
         continue;
       }
       checkin(std::move(connection));
+      unreachable_ = false;
       return answer(reply);
     }
   }
@@ -445,6 +450,7 @@ class remote_executor {
   std::optional<sandbox_mode> default_mode_;
   std::chrono::milliseconds poll_wait_{};
   std::atomic<std::uint64_t> seq_{0};
+  mutable std::atomic<bool> unreachable_{false};
 
   mutable std::mutex mutex_;
   std::condition_variable_any settled_;
