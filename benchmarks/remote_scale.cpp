@@ -7,7 +7,8 @@
 //      CALLS back-to-back run("true"), then BIG_SESSIONS of them one 10 MiB
 //      output each;
 //   2. remote: the same threads, each with a remote_executor of its own on
-//      pod (i mod N), the same calls;
+//      pod (i mod N), the same calls; and in both, SPACED_CALLS calls per
+//      session SPACED_MS apart, the way agents call;
 //   3. the ratios remote/in-process of calls per second and of p50/p99;
 //   4. with --kill-pid: every session starts a run of `sleep`, the pod's
 //      server is SIGKILLed a second later; its sessions must fail with
@@ -48,6 +49,8 @@ struct options {
   int sessions = 200;
   int calls = 20;
   int big_sessions = 8;
+  int spaced_calls = 5;
+  int spaced_ms = 2000;
   std::size_t big_bytes = std::size_t{10} << 20;
   std::optional<pid_t> kill_pid;
   int kill_pod = 0;
@@ -111,6 +114,20 @@ void timed_run(Executor& executor, const std::string& command, const std::functi
   record(std::chrono::duration<double, std::milli>(clock_type::now() - start).count());
 }
 
+/// SPACED_CALLS calls of `command` per session, SPACED_MS apart, each
+/// session's first at its own offset within the first interval: calls the
+/// way agents make them, not back to back.
+template <class Executor>
+void spaced_runs(Executor& executor, const options& o, int session, const std::function<void(double)>& record) {
+  const auto offset = std::chrono::milliseconds(o.spaced_ms * session / std::max(o.sessions, 1));
+  auto next = clock_type::now() + offset;
+  for (int c = 0; c < o.spaced_calls; ++c) {
+    std::this_thread::sleep_until(next);
+    timed_run(executor, "true", record);
+    next += std::chrono::milliseconds(o.spaced_ms);
+  }
+}
+
 bashexec::remote_executor_config client_for(const options& o, int session) {
   bashexec::remote_executor_config config;
   config.url = o.pods[static_cast<std::size_t>(session) % o.pods.size()];
@@ -133,7 +150,8 @@ nlohmann::json to_json(const phase& p) {
 int usage() {
   std::fprintf(stderr,
                "usage: remote_scale --pod URL [--pod URL]... --token-file FILE [--sessions N] [--calls N]\n"
-               "                    [--big-sessions N] [--big-bytes N] [--kill-pid PID --kill-pod K] [--json FILE]\n");
+               "                    [--big-sessions N] [--big-bytes N] [--spaced-calls N] [--spaced-ms MS]\n"
+               "                    [--kill-pid PID --kill-pod K] [--json FILE]\n");
   return 2;
 }
 
@@ -150,6 +168,8 @@ int main(int argc, char** argv) {
     else if (flag == "--sessions") o.sessions = std::stoi(value);
     else if (flag == "--calls") o.calls = std::stoi(value);
     else if (flag == "--big-sessions") o.big_sessions = std::stoi(value);
+    else if (flag == "--spaced-calls") o.spaced_calls = std::stoi(value);
+    else if (flag == "--spaced-ms") o.spaced_ms = std::stoi(value);
     else if (flag == "--big-bytes") o.big_bytes = std::stoull(value);
     else if (flag == "--kill-pid") o.kill_pid = static_cast<pid_t>(std::stol(value));
     else if (flag == "--kill-pod") o.kill_pod = std::stoi(value);
@@ -164,13 +184,14 @@ int main(int argc, char** argv) {
                         {"big_sessions", big_sessions}, {"big_bytes", o.big_bytes}};
 
   // 1. In-process: one sandbox_executor shared by every session's thread.
-  phase local_true, local_big;
+  phase local_true, local_big, local_spaced;
   {
     bashexec::sandbox_executor local;
     (void)local.run(local.resolve({.command = "true"}));  // the chain's probe, once
     local_true = measure("in-process run(true)", o.sessions, [&](int, auto record) {
       for (int c = 0; c < o.calls; ++c) timed_run(local, "true", record);
     });
+    local_spaced = measure("in-process spaced run(true)", o.sessions, [&](int s, auto record) { spaced_runs(local, o, s, record); });
     local_big = measure(fmt::format("in-process {} MiB output", o.big_bytes >> 20), big_sessions, [&](int, auto record) { timed_run(local, big, record); });
   }
 
@@ -185,25 +206,37 @@ int main(int argc, char** argv) {
   const phase remote_true = measure("remote run(true)", o.sessions, [&](int s, auto record) {
     for (int c = 0; c < o.calls; ++c) timed_run(*remotes[static_cast<std::size_t>(s)], "true", record);
   });
+  const phase remote_spaced = measure("remote spaced run(true)", o.sessions, [&](int s, auto record) {
+    spaced_runs(*remotes[static_cast<std::size_t>(s)], o, s, record);
+  });
   const phase remote_big = measure(fmt::format("remote {} MiB output", o.big_bytes >> 20), big_sessions, [&](int s, auto record) {
     timed_run(*remotes[static_cast<std::size_t>(s)], big, record);
   });
 
-  for (const phase* p : std::initializer_list<const phase*>{&local_true, &remote_true, &local_big, &remote_big, &opened}) print(*p);
+  for (const phase* p : std::initializer_list<const phase*>{&local_true, &remote_true, &local_spaced, &remote_spaced, &local_big, &remote_big, &opened}) print(*p);
   const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   const nlohmann::json ratios{
       {"true_calls_per_second", ratio(remote_true.per_second(), local_true.per_second())},
       {"true_p50", ratio(remote_true.percentile(0.5), local_true.percentile(0.5))},
       {"true_p99", ratio(remote_true.percentile(0.99), local_true.percentile(0.99))},
+      {"spaced_p50", ratio(remote_spaced.percentile(0.5), local_spaced.percentile(0.5))},
+      {"spaced_p99", ratio(remote_spaced.percentile(0.99), local_spaced.percentile(0.99))},
       {"big_p50", ratio(remote_big.percentile(0.5), local_big.percentile(0.5))},
       {"big_p99", ratio(remote_big.percentile(0.99), local_big.percentile(0.99))}};
-  fmt::print("ratios remote/in-process: run(true) calls/s {:.2f}, p50 {:.2f}, p99 {:.2f}; big output p50 {:.2f}, p99 {:.2f}\n",
+  fmt::print("ratios remote/in-process: run(true) back to back calls/s {:.2f}, p50 {:.2f}, p99 {:.2f}; spaced p50 {:.2f}, "
+             "p99 {:.2f}; big output p50 {:.2f}, p99 {:.2f}\n",
              ratios["true_calls_per_second"].get<double>(), ratios["true_p50"].get<double>(),
-             ratios["true_p99"].get<double>(), ratios["big_p50"].get<double>(), ratios["big_p99"].get<double>());
-  report["in_process"] = {{"true", to_json(local_true)}, {"big", to_json(local_big)}};
-  report["remote"] = {{"true", to_json(remote_true)}, {"big", to_json(remote_big)}, {"open", to_json(opened)}};
+             ratios["true_p99"].get<double>(), ratios["spaced_p50"].get<double>(), ratios["spaced_p99"].get<double>(),
+             ratios["big_p50"].get<double>(), ratios["big_p99"].get<double>());
+  report["in_process"] = {{"true", to_json(local_true)}, {"spaced", to_json(local_spaced)}, {"big", to_json(local_big)}};
+  report["remote"] = {{"true", to_json(remote_true)}, {"spaced", to_json(remote_spaced)}, {"big", to_json(remote_big)},
+                      {"open", to_json(opened)}};
   report["ratios"] = ratios;
-  int status = remote_true.failures + remote_big.failures + local_true.failures + local_big.failures == 0 ? 0 : 1;
+  int status = remote_true.failures + remote_big.failures + remote_spaced.failures + local_true.failures +
+                           local_big.failures + local_spaced.failures ==
+                       0
+                   ? 0
+                   : 1;
 
   // 4. One pod SIGKILLed while every session runs a command.
   if (o.kill_pid) {

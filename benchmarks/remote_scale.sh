@@ -14,7 +14,8 @@
 #       --harness BUILD/benchmarks/bashexec_remote_scale [--json OUT]
 #
 # Environment: PODS (8), SESSIONS (200), CALLS (20), BIG_SESSIONS (8),
-# BIG_BYTES (10 MiB). Root only (namespaces); every address is in the
+# BIG_BYTES (10 MiB), SPACED_CALLS (5), SPACED_MS (2000: each session's calls
+# that far apart, as agents make them). Root only (namespaces); every address is in the
 # 10.205.0.0/16 ranges of the namespaces it makes. Exit 0 when every check
 # held, 77 (skipped) without root.
 set -uo pipefail
@@ -76,7 +77,8 @@ for ((i = 0; i < pods; i++)); do
 done
 
 args=(--token-file "$token_file" --sessions "${SESSIONS:-200}" --calls "${CALLS:-20}"
-      --big-sessions "${BIG_SESSIONS:-8}" --big-bytes "${BIG_BYTES:-10485760}" --kill-pid "${pids[0]}" --kill-pod 0)
+      --big-sessions "${BIG_SESSIONS:-8}" --big-bytes "${BIG_BYTES:-10485760}"
+      --spaced-calls "${SPACED_CALLS:-5}" --spaced-ms "${SPACED_MS:-2000}" --kill-pid "${pids[0]}" --kill-pod 0)
 for url in "${urls[@]}"; do args+=(--pod "$url"); done
 [[ -n $json ]] && args+=(--json "$json")
 "$harness" "${args[@]}"

@@ -179,7 +179,7 @@ set_tests_properties(serve_10000_background_tasks PROPERTIES TIMEOUT 600 LABELS 
 if(TARGET bashexec_cli)
   include(${PROJECT_SOURCE_DIR}/benchmarks/remote_scale_target.cmake)
   add_test(NAME remote_scale_smoke
-    COMMAND env PODS=2 SESSIONS=6 CALLS=3 BIG_SESSIONS=2 BIG_BYTES=1048576
+    COMMAND env PODS=2 SESSIONS=6 CALLS=3 BIG_SESSIONS=2 BIG_BYTES=1048576 SPACED_CALLS=2 SPACED_MS=200
             bash ${PROJECT_SOURCE_DIR}/benchmarks/remote_scale.sh --cli $<TARGET_FILE:bashexec_cli>
             --harness $<TARGET_FILE:bashexec_remote_scale>)
   set_tests_properties(remote_scale_smoke PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "remote")

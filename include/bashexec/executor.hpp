@@ -11,7 +11,7 @@
 //   task_id start(const exec_spec&);                     // throws infrastructure_error
 //   task_snapshot get(const task_id&) const;             // throws unknown_task
 //   std::vector<task_snapshot> list() const;
-//   std::optional<owner_token> owner_of(const task_id&) const;                       // throws unknown_task
+//   std::optional<owner_token> owner_of(const task_id&) const;                       // empty for an unknown id
 //   bool may_access(const task_id&, const std::optional<owner_token>& caller) const; // throws unknown_task
 //   task_read read_output(const task_id&);               // throws unknown_task
 //   bool kill(const task_id&);                           // false: finished, or a kill already under way
