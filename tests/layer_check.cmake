@@ -17,7 +17,7 @@ cmake_minimum_required(VERSION 3.20)
 # behind them) lies below the kernel wrappers, the concepts (plans, handles,
 # policies' contracts) above them. Each root `impl/X.ipp` is in the layer of X.
 set(layer_names
-  linkage text vocabulary kernel trust concepts backends policies engine facade laws session tools server)
+  linkage text vocabulary kernel trust concepts backends policies engine facade laws session tools remote server)
 set(layer_linkage    "bashexec/detail/linkage\\.hpp")
 set(layer_text       "bashexec/detail/text/.*")
 set(root_vocabulary  "errors|ids|unique_fd|exit_facts|sandbox_mode|network_access|network_policy|containment|signal_name|run_progress|subscription|version")
@@ -35,6 +35,7 @@ set(layer_facade     "bashexec/(basic_executor|local_executor|sandbox_executor|b
 set(layer_laws       "bashexec/laws/.*")
 set(layer_session    "bashexec/session/.*")
 set(layer_tools      "bashexec/tools/.*")
+set(layer_remote     "bashexec/remote/.*|bashexec/remote_executor\\.hpp")
 set(layer_server     "bashexec/server/.*")
 
 # The layer of `path` (its index in layer_names) in `out`, -1 if none.
