@@ -5,7 +5,8 @@
 # engine's default seccomp profile, emptyDir-like volumes, the token as a
 # root:10001 0440 file) and drives it over HTTP with curl: the health
 # probes, the bearer token, an MCP initialize and tools/call, the
-# remote-executor endpoint, a connection from outside the container's
+# remote-executor endpoint (and bashexec::remote_executor driving the pod:
+# the scale harness, small), a connection from outside the container's
 # processes into its network namespace (what `kubectl port-forward` does),
 # and SIGTERM. Closes with "N passed, N failed".
 #
@@ -184,6 +185,26 @@ check "the startupProbe command succeeds in the container" \
 check "POST /exec/v1 without the token is 401" test "$(code -H 'Content-Type: application/json' -d '{}' "$base_url/exec/v1")" = 401
 check "POST /exec/v1 with the token answers the executor protocol" bash -c \
   "curl -sS -H 'Authorization: Bearer $token' -H 'Content-Type: application/json' -d '{}' '$base_url/exec/v1' | grep -q '\"ok\":false'"
+
+# remote_executor itself against the pod: the scale harness
+# (benchmarks/remote_scale.cpp), small, with the pod as its one server —
+# foreground runs, spaced runs and 1 MiB of output over four sessions.
+# REMOTE_SCALE names a built bashexec_remote_scale; without it, it is built
+# here (Release, the harness alone).
+harness="${REMOTE_SCALE:-}"
+if [ -z "$harness" ]; then
+  cmake -S "$root" -B "$work/harness-build" -DCMAKE_BUILD_TYPE=Release -DBASHEXEC_BUILD_TESTS=OFF \
+    -DBASHEXEC_BUILD_EXAMPLES=OFF -DBASHEXEC_BUILD_BENCHMARKS=ON >/dev/null 2>&1 &&
+    cmake --build "$work/harness-build" --target bashexec_remote_scale -j "$(nproc)" >/dev/null 2>&1 &&
+    harness="$work/harness-build/benchmarks/bashexec_remote_scale"
+fi
+if [ -n "$harness" ] && [ -x "$harness" ]; then
+  check "remote_executor runs commands in the pod (4 sessions: runs, spaced runs, 1 MiB of output)" \
+    quiet "$harness" --pod "$base_url/exec/v1" --token-file "$run_dir/secret/token" --sessions 4 --calls 3 \
+    --big-sessions 1 --big-bytes 1048576 --spaced-calls 2 --spaced-ms 100
+else
+  check "the remote_executor harness builds (benchmarks/remote_scale.cpp)" false
+fi
 
 # kubectl port-forward: the container runtime dials the pod's loopback from
 # inside its network namespace, from a process the pod cannot see.

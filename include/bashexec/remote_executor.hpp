@@ -66,9 +66,9 @@ namespace bashexec {
 /// Where a remote executor's server is and how long it waits for it.
 struct remote_executor_config {
   /// The executor protocol's endpoint: `http://HOST:PORT/exec/v1`.
-  std::string url;
+  std::string url{};
   /// The server's bearer token (`--token-file`); empty for a server without.
-  std::string token;
+  std::string token{};
   /// Bound on opening one connection.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(5)};
   /// Bound on one reply, past the wait it asked the server for.
@@ -83,7 +83,7 @@ struct remote_executor_config {
   /// counts over while it runs.
   std::chrono::milliseconds progress_interval{std::chrono::milliseconds(200)};
   /// Where a throwing completion listener is reported (default: stderr).
-  std::function<void(std::string_view)> error_sink;
+  std::function<void(std::string_view)> error_sink{};
 };
 
 class remote_executor {

@@ -182,6 +182,11 @@ TEST_CASE("bashexec mcp --http refuses an address it cannot serve, naming the fl
   CHECK(open.err.text.find("--token-file") != std::string::npos);
   CHECK(cli_run("mcp --unconfined --token-file /nonexistent").exit_code == 2);
   CHECK(cli_run("mcp --unconfined --http 127.0.0.1:0 --token-file /nonexistent").exit_code == 2);
+  // The executor protocol is served beside MCP over HTTP only.
+  const auto api = cli_run("mcp --unconfined --executor-api");
+  CHECK(api.exit_code == 2);
+  CHECK(api.err.text.find("--executor-api") != std::string::npos);
+  CHECK(cli_run("mcp --help").out.text.find("--executor-api") != std::string::npos);
 }
 
 TEST_CASE("bashexec tools prints the schemas, with escalation fields only under a sandbox", "[cli]") {

@@ -521,3 +521,23 @@ TEST_CASE("executor protocol: an idle session expires and its commands are kille
   post(server, {{"op", "list"}, {"session", opened["session"]}}, &status);
   CHECK(status == 404);
 }
+
+TEST_CASE("executor protocol: the answers kept for repeats are bounded, and a repeat past them is refused, not redone",
+          "[remote]") {
+  server::executor_api_options options;
+  options.replay_answers = 2;
+  loopback_server server(options);
+  const json opened = post(server, {{"op", "open"}, {"version", remote::wire::protocol_version}});
+  const auto spec = remote::wire::to_wire(server.executor.resolve({.command = "true"}));
+  for (int seq = 1; seq <= 3; ++seq)
+    post(server, {{"op", "start"}, {"session", opened["session"]}, {"seq", seq}, {"spec", spec}});
+  unsigned status = 0;
+  const json old = post(server, {{"op", "start"}, {"session", opened["session"]}, {"seq", 1}, {"spec", spec}}, &status);
+  CHECK(status == 409);
+  CHECK_THAT(old["message"].get<std::string>(), Catch::Contains("seq"));
+  const json kept = post(server, {{"op", "start"}, {"session", opened["session"]}, {"seq", 3}, {"spec", spec}}, &status);
+  CHECK(status == 200);
+  CHECK(kept["task"] == "bash-3");
+  CHECK(server.executor.list().size() == 3);  // nothing started twice
+  post(server, {{"op", "close"}, {"session", opened["session"]}});
+}

@@ -86,8 +86,14 @@ struct executor_api_options {
   std::chrono::milliseconds max_wait{std::chrono::seconds(25)};
   /// Threads that serve the operations that are not waits.
   std::size_t workers = 4;
-  /// Answers kept per session for repeated sequence numbers.
-  std::size_t replay_answers = 256;
+  /// Answers kept per session for repeated sequence numbers, and their
+  /// bytes at most (a read's answer carries up to the output caps): a client
+  /// repeats only its latest requests.
+  std::size_t replay_answers = 64;
+  std::size_t replay_bytes = std::size_t{8} << 20;
+  /// Settled tasks a session keeps the final facts of (for `wait`); past it
+  /// the oldest is forgotten, as an executor's retention forgets a task.
+  std::size_t kept_settled = 4096;
   /// Settled runs whose results are kept for a repeated wait.
   std::size_t kept_runs = 16;
 };
@@ -156,6 +162,9 @@ struct session_state {
   std::deque<std::pair<std::uint64_t, nlohmann::json>> events;  // settled snapshots, by cursor
   std::uint64_t next_event = 1;
   std::map<std::uint64_t, std::optional<answer>> answers;  // by sequence number; empty while in progress
+  std::size_t answer_bytes = 0;
+  std::uint64_t evicted_below = 0;  // a sequence number below it may have been forgotten
+  std::deque<task_id> settled_order;
   std::map<std::uint64_t, std::string> run_of_seq;
   std::map<std::string, std::shared_ptr<run_state>> runs;
   std::deque<std::string> settled_runs;
@@ -354,15 +363,13 @@ class service final : public executor_api_backend {
           add_seq_waiter(s, seq, std::move(j.reply));
         }
         return false;
-      } else if (!s->answers.empty() && seq < s->answers.begin()->first &&
-                 s->answers.size() >= options_.replay_answers) {
+      } else if (seq < s->evicted_below) {
         lock.unlock();
         deliver(j.reply, error(409, wire::protocol_kind,
                                fmt::format("seq: {} is older than the answers this session keeps", seq)));
         return false;
       } else {
         s->answers[seq] = std::nullopt;
-        while (s->answers.size() > options_.replay_answers) s->answers.erase(s->answers.begin());
       }
     }
     if (op == "run") {
@@ -391,12 +398,28 @@ class service final : public executor_api_backend {
       }
       lock.lock();
       if (j.seq) {
-        if (auto it = j.session->answers.find(*j.seq); it != j.session->answers.end()) it->second = a;
+        if (auto it = j.session->answers.find(*j.seq); it != j.session->answers.end()) {
+          it->second = a;
+          j.session->answer_bytes += a.body.size();
+          forget_old_answers(*j.session, *j.seq);
+        }
         wake(lock);
       }
       lock.unlock();
       deliver(j.reply, std::move(a));
       lock.lock();
+    }
+  }
+
+  /// Keeps the answers within `replay_answers` and `replay_bytes`, the
+  /// oldest forgotten first (never `newest`).
+  void forget_old_answers(session_state& s, std::uint64_t newest) {
+    while ((s.answers.size() > options_.replay_answers || s.answer_bytes > options_.replay_bytes) &&
+           s.answers.begin()->first != newest) {
+      const auto oldest = s.answers.begin();
+      if (oldest->second) s.answer_bytes -= oldest->second->body.size();
+      s.evicted_below = std::max(s.evicted_below, oldest->first + 1);
+      s.answers.erase(oldest);
     }
   }
 
@@ -614,7 +637,14 @@ class service final : public executor_api_backend {
   void record_settled(session_state& s, nlohmann::json snapshot) {
     const task_id id(snapshot["id"].get<std::string>());
     s.settled[id] = snapshot;
+    s.settled_order.push_back(id);
     s.events.emplace_back(s.next_event++, std::move(snapshot));
+    while (s.settled_order.size() > options_.kept_settled) {
+      // Forgotten: its id is unknown_task from now on, as after retention.
+      s.settled.erase(s.settled_order.front());
+      s.tasks.erase(s.settled_order.front());
+      s.settled_order.pop_front();
+    }
   }
 
   // ---- waits ----------------------------------------------------------------
