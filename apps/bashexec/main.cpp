@@ -367,6 +367,11 @@ int mcp_command(std::vector<std::string_view> argv) {
       server::executor_api_options api_options;
       api_options.idle_timeout = options.session_idle_timeout;
       api_options.max_sessions = options.max_sessions;
+      if (options.approve == server::approval_policy::never) {
+        // No model may escalate here, so no harness may either.
+        api_options.max_mode = executor.default_mode();
+        api_options.allow_network_grants = false;
+      }
       api = server::executor_api(executor, api_options);
     }
     serve_mcp_http(server::mcp_sessions(executor, std::move(served)), std::move(api), options, signals);

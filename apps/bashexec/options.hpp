@@ -252,7 +252,9 @@ Over HTTP (the Streamable HTTP transport of MCP 2025-11-25; docs/tool-protocol.m
                       harness's bashexec::remote_executor (docs/remote.md):
                       byte-exact output, runs and tasks of the harness's own,
                       under the same token and checks; its sessions count
-                      against --max-sessions and expire the same way
+                      against --max-sessions and expire the same way. A
+                      request names its own mode; under --approve never one
+                      wider than --mode (or a network grant) is refused
   --request-timeout TIME
                       a request's header and body must arrive within this
                       from its first byte, or the connection is closed

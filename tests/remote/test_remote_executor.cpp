@@ -541,3 +541,34 @@ TEST_CASE("executor protocol: the answers kept for repeats are bounded, and a re
   CHECK(server.executor.list().size() == 3);  // nothing started twice
   post(server, {{"op", "close"}, {"session", opened["session"]}});
 }
+
+TEST_CASE("executor protocol: a server's ceiling refuses a wider mode and network grants, naming the field",
+          "[remote]") {
+  server::executor_api_options options;
+  options.max_mode = sandbox_mode::read_only;  // what `bashexec mcp --approve never` sets
+  options.allow_network_grants = false;
+  loopback_server server(options);
+  remote_executor remote(server.client());
+  temp_dir dir;
+  const auto marker = dir.path / "ran";
+  // Refused at resolve, and again at the call for a spec made without the
+  // server's resolve.
+  try {
+    (void)remote.resolve({.command = "touch " + marker.string(), .mode = sandbox_mode::danger_full_access});
+    FAIL("resolved");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith("mode:"));
+  }
+  const auto refused = [&](exec_spec spec, const std::string& field) {
+    CHECK_THROWS_WITH(remote.run(spec), Catch::StartsWith(field + ":"));
+    CHECK_THROWS_WITH(remote.start(spec), Catch::StartsWith(field + ":"));
+  };
+  exec_spec wider = server.executor.resolve({.command = "touch " + marker.string()});
+  wider.mode = sandbox_mode::workspace_write;
+  refused(wider, "mode");
+  exec_spec granted = server.executor.resolve({.command = "touch " + marker.string()});
+  granted.network_grants = {"example.org"};
+  refused(granted, "network_grants");
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(remote.run(remote.resolve({.command = "true", .mode = sandbox_mode::read_only})).exit_code == 0);
+}

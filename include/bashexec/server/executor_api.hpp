@@ -96,6 +96,13 @@ struct executor_api_options {
   std::size_t kept_settled = 4096;
   /// Settled runs whose results are kept for a repeated wait.
   std::size_t kept_runs = 16;
+  /// The widest mode a request may name, and whether it may widen the
+  /// network allowlist (`network_grants`); empty: the client's word is the
+  /// harness's, as a caller of the executor in-process. `bashexec mcp
+  /// --approve never` sets it to the server's default mode with no grants:
+  /// an operator who lets no model escalate lets no harness either.
+  std::optional<sandbox_mode> max_mode;
+  bool allow_network_grants = true;
 };
 
 namespace detail::executor_api {
@@ -432,15 +439,27 @@ class service final : public executor_api_backend {
     return id;
   }
 
+  /// std::invalid_argument naming the field when a request reaches past
+  /// what this server lets a client ask for (`max_mode`, grants).
+  void check_ceiling(const exec_spec& spec) const {
+    if (options_.max_mode && spec.mode && is_wider(*spec.mode, *options_.max_mode))
+      throw std::invalid_argument(fmt::format("mode: {} is wider than this server allows ({})",
+                                              to_string(*spec.mode), to_string(*options_.max_mode)));
+    if (!options_.allow_network_grants && !spec.network_grants.empty())
+      throw std::invalid_argument("network_grants: this server widens no network allowlist");
+  }
+
   answer perform(job& j) {
     session_state& s = *j.session;
     const auto& m = j.message;
     if (j.op == "resolve") {
       auto spec = executor_.resolve(wire::request_from_wire(wire::member(m, "request")));
+      check_ceiling(spec);
       return ok({{"spec", wire::to_wire(spec)}});
     }
     if (j.op == "start") {
       auto spec = wire::spec_from_wire(wire::member(m, "spec"));
+      check_ceiling(spec);
       {
         std::lock_guard lock(mutex_);
         ++starts_in_flight_;
@@ -546,6 +565,7 @@ class service final : public executor_api_backend {
       if (running >= options_.max_runs)
         throw std::runtime_error("busy");
       spec = wire::spec_from_wire(wire::member(j.message, "spec"));
+      check_ceiling(spec);
     } catch (...) {
       auto a = running >= options_.max_runs
                    ? error(503, wire::busy_kind, fmt::format("{} runs are in flight, the server's most", running))
