@@ -341,7 +341,7 @@ class remote_executor {
 
   nlohmann::json call_unchecked(const nlohmann::json& request, std::chrono::milliseconds wait = {},
                                 std::stop_token stop = {}, bool retry = true) const {
-    const std::string body = request.dump();
+    std::string body = request.dump();
     std::optional<std::chrono::steady_clock::time_point> failing_since;
     auto pause = std::chrono::milliseconds(20);
     for (;;) {
@@ -359,6 +359,15 @@ class remote_executor {
                                                  e.what()));
         }
         if (stop.stop_requested()) throw interrupted{};
+        if (request.contains("wait_ms") && wait.count() > 0) {
+          // Asked again without the wait: a link that drops long requests
+          // still carries short ones, so the caller makes progress (each
+          // op with a wait is a read the server answers the same again).
+          auto again = request;
+          again["wait_ms"] = 0;
+          body = again.dump();
+          wait = {};
+        }
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::milliseconds(500));
         continue;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -443,7 +444,8 @@ TEST_CASE("executor protocol: a session sees only its own tasks, and a repeated 
   post(server, {{"op", "close"}, {"session", theirs}});
 }
 
-TEST_CASE("remote_executor survives dropped connections: a run completes, reads lose and repeat nothing",
+TEST_CASE("remote_executor survives dropped connections: a run completes, reads lose and repeat nothing, "
+          "listeners hear of each task once",
           "[remote]") {
   tcp_relay relay;
   // The client names the relay's address in its Host header.
@@ -452,6 +454,12 @@ TEST_CASE("remote_executor survives dropped connections: a run completes, reads 
   auto config = server.client("http://127.0.0.1:" + std::to_string(relay.port()) + "/exec/v1");
   config.poll_wait = 300ms;
   remote_executor remote(config);
+  std::mutex mutex;
+  std::map<std::string, int> heard;
+  auto subscription = remote.on_task_done([&](const task_snapshot& task) {
+    std::lock_guard lock(mutex);
+    ++heard[task.id.value()];
+  });
   std::atomic<bool> done{false};
   std::thread cutter([&] {
     while (!done) {
@@ -469,12 +477,25 @@ TEST_CASE("remote_executor survives dropped connections: a run completes, reads 
   std::string read;
   while (remote.get(id).status == task_status::running) read += remote.read_output(id).delta;
   read += remote.read_output(id).delta;
+  // Short tasks settling while the connections are cut.
+  for (int i = 0; i < 8; ++i) remote.start(remote.resolve({.command = "sleep 0.0" + std::to_string(i)}));
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(mutex);
+    return heard.size() == 9;
+  }));
+  std::this_thread::sleep_for(500ms);  // time for a repeated event to arrive, were there one
   done = true;
   cutter.join();
   std::string lines;
   for (int i = 1; i <= 20; ++i) lines += "l" + std::to_string(i) + "\n";
   CHECK(read == lines);
   CHECK(relay.drops() >= 3);
+  std::lock_guard lock(mutex);
+  CHECK(heard.size() == 9);
+  for (const auto& [task, times] : heard) {
+    INFO(task);
+    CHECK(times == 1);
+  }
 }
 
 TEST_CASE("remote_executor: a server that is gone or refuses is an infrastructure_error within the bounds, "
