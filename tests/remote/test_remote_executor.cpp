@@ -593,3 +593,39 @@ TEST_CASE("executor protocol: a server's ceiling refuses a wider mode and networ
   CHECK_FALSE(fs::exists(marker));
   CHECK(remote.run(remote.resolve({.command = "true", .mode = sandbox_mode::read_only})).exit_code == 0);
 }
+
+TEST_CASE("executor protocol: malformed requests are refused 400 with the field named, and the server serves on",
+          "[remote]") {
+  loopback_server server;
+  const json opened = post(server, {{"op", "open"}, {"version", remote::wire::protocol_version}});
+  const std::string session = opened["session"];
+  const auto raw = [&](const std::string& body, unsigned& status) {
+    remote::detail::http_connection connection(remote::detail::endpoint::parse(server.url()));
+    const auto reply = connection.post(body, std::string(test_token), 1s, 30s);
+    status = reply.status;
+    return json::parse(reply.body);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"op":"read","session":")" + session + R"(","seq":"one","task":"bash-1"})", "seq"},
+      {R"({"op":"events","session":")" + session + R"(","wait_ms":10})", "after"},
+      {R"({"op":"run_wait","session":")" + session + R"("})", "run"},
+      {R"({"op":"start","session":")" + session + R"(","seq":1,"spec":{"command":"%%%"}})", "command"},
+      {R"({"op":"bogus","session":")" + session + R"("})", "op"},
+      {R"({"session":")" + session + R"("})", "op"},
+      {"[1,2,3]", ""},
+      {"not json", ""},
+      {std::string(100, '[') + std::string(100, ']'), ""},
+      {"{\"op\":\"open\",\"version\":1,\"x\":\"\xff\"}", ""}};
+  for (const auto& [body, field] : cases) {
+    INFO(body.substr(0, 120));
+    unsigned status = 0;
+    const json refused = raw(body, status);
+    CHECK(status == 400);
+    CHECK(refused["ok"] == false);
+    if (!field.empty()) CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains(field));
+  }
+  // Still serving, the session intact.
+  remote_executor remote(server.client());
+  CHECK(remote.run(remote.resolve({.command = "echo fine"})).out.text == "fine\n");
+  post(server, {{"op", "close"}, {"session", session}});
+}

@@ -57,6 +57,7 @@
 #include "bashexec/remote/detail/wire.hpp"
 #include "bashexec/run_progress.hpp"
 #include "bashexec/server/http_guard.hpp"
+#include "bashexec/server/request_parse.hpp"
 
 namespace bashexec::server {
 
@@ -222,7 +223,16 @@ class service final : public executor_api_backend {
   void handle(std::string body, reply_fn reply) override {
     answer immediate;
     try {
-      auto message = nlohmann::json::parse(body);
+      // Bounded as a request line of the other servers is: one object, its
+      // nesting and its number of values limited (an env of thousands of
+      // entries fits).
+      request_limits limits;
+      limits.max_line_bytes = body.size();
+      limits.max_depth = 16;
+      limits.max_values = 200000;
+      parsed_line parsed = parse_request_line(body, limits);
+      if (!parsed.request) throw wire::protocol_error(parsed.error);
+      nlohmann::json message = std::move(*parsed.request);
       const std::string op = wire::text_of(message, "op");
       if (op == "open") {
         immediate = open(message);
@@ -237,15 +247,17 @@ class service final : public executor_api_backend {
                               "no such session (it was closed or expired): open a new one");
           } else {
             s->last_seen = clock::now();
+            // Each is given a copy of `reply`: a malformed request throws
+            // out of it, and is then answered here, below.
             if (op == "run_wait" || op == "wait" || op == "events") {
-              add_waiter(lock, s, op, message, std::move(reply));
+              add_waiter(lock, s, op, message, reply);
               return;
             }
-            if (op == "run_abort") {
-              immediate = abort_run(*s, message);
-            } else if (!queue(lock, s, op, std::move(message), reply)) {
+            if (op != "run_abort") {
+              queue(lock, s, op, std::move(message), reply);
               return;  // queued, or answered from the cache
             }
+            immediate = abort_run(*s, message);
           }
         }
       }
@@ -346,9 +358,9 @@ class service final : public executor_api_backend {
   // ---- operations done on a worker ----------------------------------------
 
   /// Queues an operation for a worker, or answers it from the cache (a
-  /// repeated sequence number). False when the reply is taken care of.
-  bool queue(std::unique_lock<std::mutex>& lock, const std::shared_ptr<session_state>& s, const std::string& op,
-             nlohmann::json message, reply_fn& reply) {
+  /// repeated sequence number).
+  void queue(std::unique_lock<std::mutex>& lock, const std::shared_ptr<session_state>& s, const std::string& op,
+             nlohmann::json message, reply_fn reply) {
     job j{s, op, std::move(message), std::move(reply), std::nullopt};
     if (wire::has(j.message, "seq")) {
       const auto seq = wire::number_of<std::uint64_t>(j.message, "seq");
@@ -358,7 +370,7 @@ class service final : public executor_api_backend {
           // A repeated run: the one it started, waited on again.
           nlohmann::json wait{{"run", it->second}, {"wait_ms", j.message.value("wait_ms", 0)}};
           add_waiter(lock, s, "run_wait", wait, std::move(j.reply));
-          return false;
+          return;
         }
       } else if (const auto it = s->answers.find(seq); it != s->answers.end()) {
         if (it->second) {
@@ -369,12 +381,12 @@ class service final : public executor_api_backend {
           // The first of the two is still being done: answered when it is.
           add_seq_waiter(s, seq, std::move(j.reply));
         }
-        return false;
+        return;
       } else if (seq < s->evicted_below) {
         lock.unlock();
         deliver(j.reply, error(409, wire::protocol_kind,
                                fmt::format("seq: {} is older than the answers this session keeps", seq)));
-        return false;
+        return;
       } else {
         s->answers[seq] = std::nullopt;
       }
@@ -382,11 +394,11 @@ class service final : public executor_api_backend {
     if (op == "run") {
       // Started here, under the lock, so a repeat finds it.
       start_run(lock, std::move(j));
-      return false;
+      return;
     }
     jobs_.push_back(std::move(j));
     work_ready_.notify_one();
-    return false;
+    return;
   }
 
   void work() {
