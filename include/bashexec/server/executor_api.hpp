@@ -175,7 +175,7 @@ struct session_state {
   std::deque<task_id> settled_order;
   std::map<std::uint64_t, std::string> run_of_seq;
   std::map<std::string, std::shared_ptr<run_state>> runs;
-  std::deque<std::string> settled_runs;
+  std::deque<std::string> settled_runs;  // in the order they settled
   std::uint64_t next_run = 1;
 };
 
@@ -365,13 +365,11 @@ class service final : public executor_api_backend {
     if (wire::has(j.message, "seq")) {
       const auto seq = wire::number_of<std::uint64_t>(j.message, "seq");
       j.seq = seq;
-      if (op == "run") {
-        if (const auto it = s->run_of_seq.find(seq); it != s->run_of_seq.end()) {
-          // A repeated run: the one it started, waited on again.
-          nlohmann::json wait{{"run", it->second}, {"wait_ms", j.message.value("wait_ms", 0)}};
-          add_waiter(lock, s, "run_wait", wait, std::move(j.reply));
-          return;
-        }
+      if (const auto run = s->run_of_seq.find(seq); op == "run" && run != s->run_of_seq.end()) {
+        // A repeated run: the one it started, waited on again.
+        nlohmann::json wait{{"run", run->second}, {"wait_ms", j.message.value("wait_ms", 0)}};
+        add_waiter(lock, s, "run_wait", wait, std::move(j.reply));
+        return;
       } else if (const auto it = s->answers.find(seq); it != s->answers.end()) {
         if (it->second) {
           auto a = *it->second;
@@ -596,9 +594,14 @@ class service final : public executor_api_backend {
     if (j.seq) {
       s->run_of_seq[*j.seq] = run->id;
       s->answers.erase(*j.seq);
-      while (s->run_of_seq.size() > options_.replay_answers) s->run_of_seq.erase(s->run_of_seq.begin());
+      while (s->run_of_seq.size() > options_.replay_answers) {
+        // A repeat of a forgotten run is refused like any forgotten answer,
+        // never started a second time.
+        s->evicted_below = std::max(s->evicted_below, s->run_of_seq.begin()->first + 1);
+        s->run_of_seq.erase(s->run_of_seq.begin());
+      }
     }
-    run->thread = std::thread([this, run, spec = std::move(spec)]() mutable {
+    run->thread = std::thread([this, run, s, spec = std::move(spec)]() mutable {
       answer a;
       const auto counts = [&run](nlohmann::json body) {
         body["run"] = run->id;
@@ -615,6 +618,7 @@ class service final : public executor_api_backend {
       }
       std::unique_lock settled_lock(mutex_);
       run->settled = std::move(a);
+      s->settled_runs.push_back(run->id);
       wake(settled_lock);
     });
     nlohmann::json wait{{"run", run->id}, {"wait_ms", j.message.value("wait_ms", 0)}};
@@ -631,9 +635,6 @@ class service final : public executor_api_backend {
   /// Forgets the oldest settled runs past `kept_runs` (their threads have
   /// returned or are about to; joined at destruction).
   void retire_runs(session_state& s) {
-    for (auto it = s.runs.begin(); it != s.runs.end(); ++it)
-      if (it->second->settled && std::find(s.settled_runs.begin(), s.settled_runs.end(), it->first) == s.settled_runs.end())
-        s.settled_runs.push_back(it->first);
     while (s.settled_runs.size() > options_.kept_runs) {
       const auto it = s.runs.find(s.settled_runs.front());
       if (it != s.runs.end()) {
