@@ -218,22 +218,26 @@ class remote_executor {
         remote::wire::member(call({{"op", "get"}, {"task", remote_of(id).value()}}), "snapshot")));
   }
 
+  /// The session's tasks whose start has returned here: a start still on
+  /// its way back (another thread's) is listed once it has.
   std::vector<task_snapshot> list() const {
     std::vector<task_snapshot> tasks;
     const auto reply = call({{"op", "list"}});
-    for (const auto& entry : remote::wire::member(reply, "tasks"))
-      tasks.push_back(local(remote::wire::snapshot_from_wire(entry)));
+    for (const auto& entry : remote::wire::member(reply, "tasks")) {
+      auto task = remote::wire::snapshot_from_wire(entry);
+      std::lock_guard lock(mutex_);
+      if (const auto it = by_remote_.find(task.id); it != by_remote_.end()) {
+        task.id = it->second;
+        tasks.push_back(std::move(task));
+      }
+    }
     return tasks;
   }
 
   /// Empty for an ownerless task and for an id this executor never gave, as
   /// locally.
   std::optional<owner_token> owner_of(const task_id& id) const {
-    std::optional<task_id> remote_id;
-    {
-      std::lock_guard lock(mutex_);
-      if (const auto it = tasks_.find(id); it != tasks_.end()) remote_id = it->second.remote;
-    }
+    const auto remote_id = find_remote(id);
     if (!remote_id) return std::nullopt;
     auto reply = call({{"op", "owner_of"}, {"task", remote_id->value()}});
     if (auto owner = remote::wire::optional_bytes_of(reply, "owner")) return owner_token(std::move(*owner));
@@ -298,11 +302,16 @@ class remote_executor {
 
   std::uint64_t next_seq() { return ++seq_; }
 
-  task_id remote_of(const task_id& id) const {
+  std::optional<task_id> find_remote(const task_id& id) const {
     std::lock_guard lock(mutex_);
     const auto it = tasks_.find(id);
-    if (it == tasks_.end()) throw unknown_task(id);
+    if (it == tasks_.end()) return std::nullopt;
     return it->second.remote;
+  }
+
+  task_id remote_of(const task_id& id) const {
+    if (auto remote_id = find_remote(id)) return *remote_id;
+    throw unknown_task(id);
   }
 
   /// A server snapshot under this executor's id for the task.
