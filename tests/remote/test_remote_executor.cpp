@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,9 +54,9 @@ constexpr std::string_view test_token = "remote-executor-test-token-0123456789";
 struct loopback_server {
   explicit loopback_server(server::executor_api_options api_options = {},
                            executor_config config = test_support::fast_config(),
-                           std::vector<std::string> allowed_hosts = {})
+                           std::vector<std::string> allowed_hosts = {}, bool refuse_own_commands = false)
       : executor(std::move(config)), api(server::executor_api(executor, api_options)),
-        http(make(api, std::move(allowed_hosts))),
+        http(make(api, std::move(allowed_hosts), refuse_own_commands)),
         serving([this] { http->serve(); }) {}
   ~loopback_server() { stop(); }
 
@@ -79,14 +80,15 @@ struct loopback_server {
   }
 
   std::unique_ptr<server::mcp_http_server> make(std::shared_ptr<server::executor_api_backend> backend,
-                                                std::vector<std::string> allowed_hosts) {
+                                                std::vector<std::string> allowed_hosts, bool refuse_own_commands) {
     server::mcp_http_options options;
     options.allowed_hosts = std::move(allowed_hosts);
-    // The client is this very process, whose sockets a command being
-    // spawned holds for an instant (until its exec closes them): the
-    // own-command check would see that command as the peer. A real client
-    // is another process, elsewhere (the remote/ lane runs it so).
-    options.refuse_own_commands = false;
+    // Off unless a case asks: the client is this very process, whose
+    // sockets a command being spawned holds for an instant (until its exec
+    // closes them), and the own-command check would see that command as
+    // the peer. A real client is another process, elsewhere (the remote/
+    // lane runs it so).
+    options.refuse_own_commands = refuse_own_commands;
     options.token = std::string(test_token);
     options.executor_api = std::move(backend);
     auto made = std::make_unique<server::mcp_http_server>(server::http_session_factory{}, std::move(options));
@@ -560,7 +562,43 @@ TEST_CASE("executor protocol: the answers kept for repeats are bounded, and a re
   CHECK(status == 200);
   CHECK(kept["task"] == "bash-3");
   CHECK(server.executor.list().size() == 3);  // nothing started twice
+  // Runs are kept by sequence number the same way: a forgotten one is
+  // refused, not run again.
+  temp_dir dir;
+  const auto runs_log = dir.path / "runs";
+  const auto counted = remote::wire::to_wire(server.executor.resolve({.command = "echo x >> " + runs_log.string()}));
+  for (int seq = 4; seq <= 6; ++seq)
+    post(server, {{"op", "run"}, {"session", opened["session"]}, {"seq", seq}, {"spec", counted}, {"wait_ms", 5000}});
+  const json old_run =
+      post(server, {{"op", "run"}, {"session", opened["session"]}, {"seq", 4}, {"spec", counted}, {"wait_ms", 5000}}, &status);
+  CHECK(status == 409);
+  CHECK_THAT(old_run["message"].get<std::string>(), Catch::Contains("seq"));
+  const json kept_run =
+      post(server, {{"op", "run"}, {"session", opened["session"]}, {"seq", 6}, {"spec", counted}, {"wait_ms", 5000}}, &status);
+  CHECK(status == 200);
+  CHECK(kept_run["done"] == true);
+  std::ifstream log(runs_log);
+  const std::string ran((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK(ran == "x\nx\nx\n");  // three runs, each once
   post(server, {{"op", "close"}, {"session", opened["session"]}});
+}
+
+TEST_CASE("executor protocol: a command the server runs cannot use its server's executor protocol (403 before a "
+          "byte is read)", "[remote]") {
+  loopback_server server({}, test_support::fast_config(), {}, /*refuse_own_commands=*/true);
+  const std::string port = std::to_string(server.port);
+  // bash's /dev/tcp, a POST with the right Host and no token: refused for
+  // who it is before the token is even looked at.
+  const std::string command = "exec 3<>/dev/tcp/127.0.0.1/" + port +
+                              "; printf 'POST /exec/v1 HTTP/1.1\r\nHost: 127.0.0.1:" + port +
+                              "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}' >&3; "
+                              "head -n 1 <&3";
+  const auto direct = server.executor.run(server.executor.resolve({.command = command}));
+  CHECK_THAT(direct.out.text, Catch::StartsWith("HTTP/1.1 403"));
+  // From a new session too (setsid): still a descendant of the server.
+  const auto detached = server.executor.run(server.executor.resolve(
+      {.command = "setsid -w bash -c \"$CMD\"", .env = std::map<std::string, std::string>{{"CMD", command}}}));
+  CHECK_THAT(detached.out.text, Catch::StartsWith("HTTP/1.1 403"));
 }
 
 TEST_CASE("executor protocol: a server's ceiling refuses a wider mode and network grants, naming the field",
