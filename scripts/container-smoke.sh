@@ -80,7 +80,7 @@ if [ -z "$base" ] && ! E image inspect "$local_base" >/dev/null 2>&1; then
   command -v debootstrap >/dev/null 2>&1 ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
     cannot "apt-get install debootstrap failed"
-  mirror="$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)"
+  mirror="$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | awk 'NR == 1')"
   mirror="${mirror:-http://deb.debian.org/debian}"
   echo "container-smoke: debootstrap bookworm from $mirror (once; imported as $local_base)"
   rm -rf "$work/rootfs"
@@ -113,7 +113,7 @@ ok "the image builds"
 run_dir="$(mktemp -d "$work/run.XXXXXX")"
 for v in tmp workspace runtime secret; do mkdir -p "$run_dir/$v" && chown 0:10001 "$run_dir/$v" && chmod 2777 "$run_dir/$v"; done
 chmod 0750 "$run_dir/secret"
-token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=' | head -c 40)"
+token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=\n' | cut -c1-40)"
 printf '%s\n' "$token" >"$run_dir/secret/token"
 chown 0:10001 "$run_dir/secret/token" && chmod 0440 "$run_dir/secret/token"
 

@@ -39,7 +39,9 @@ BASHEXEC_COMPILE_LOG=$compile_log cmake --build "$build" -j "$(nproc)"
 # Where the build time went: the slowest objects and the sum (CPU-ish: two
 # compile at once on two cores).
 echo "run-tests: build took $((SECONDS - build_start)) s; compiles summed $(awk '{s += $1} END {printf "%d", s}' "$compile_log") s over $(wc -l <"$compile_log") objects; the slowest:"
-sort -rn "$compile_log" | head -n 12 | sed "s#$root/##; s#^#  #"
+# (awk, not head: head leaves early and under pipefail sort's SIGPIPE would
+# end the script with 141.)
+sort -rn "$compile_log" | awk 'NR <= 12' | sed "s#$root/##; s#^#  #"
 cd "$build"
 
 # Every Catch2 case that starts appends a line here (tests/catch_main.cpp);
