@@ -236,7 +236,10 @@ def run_phase(args, workdir, calls, spacing, label, paired, rounds=1):
     failed)."""
     phase = {"calls_per_session": calls * rounds, "spacing_s": spacing, "paired": paired, "rounds": rounds}
     benches = (("stdio", bench_stdio), ("http", bench_http))
-    results = {name: [0.0, 0, [0.0, 0.0], [], []] for name, _ in benches}
+    # Per transport, summed over its rounds: wall time, peak memory, the
+    # server's and its commands' CPU, every latency, every error.
+    results = {name: {"elapsed": 0.0, "memory": 0, "cpu": [0.0, 0.0], "latencies": [], "errors": []}
+               for name, _ in benches}
 
     def measure_one(name, bench):
         try:
@@ -245,12 +248,11 @@ def run_phase(args, workdir, calls, spacing, label, paired, rounds=1):
         except Exception as e:  # reported below as a failed phase
             elapsed, memory, cpu, latencies, errors = 0, 0, (0, 0), [], [f"{type(e).__name__}: {e}"]
         total = results[name]
-        total[0] += elapsed
-        total[1] = max(total[1], memory)
-        total[2][0] += cpu[0]
-        total[2][1] += cpu[1]
-        total[3].extend(latencies)
-        total[4].extend(errors)
+        total["elapsed"] += elapsed
+        total["memory"] = max(total["memory"], memory)
+        total["cpu"] = [total["cpu"][0] + cpu[0], total["cpu"][1] + cpu[1]]
+        total["latencies"].extend(latencies)
+        total["errors"].extend(errors)
 
     if paired:
         # Both at once, so that both see the same machine.
@@ -268,7 +270,9 @@ def run_phase(args, workdir, calls, spacing, label, paired, rounds=1):
             for b in benches:
                 measure_one(*b)
     for name, _ in benches:
-        elapsed, memory, cpu, latencies, errors = results[name]
+        total = results[name]
+        elapsed, memory, cpu, latencies, errors = (total["elapsed"], total["memory"], total["cpu"],
+                                                   total["latencies"], total["errors"])
         if errors or not latencies:
             print(f"{label} {name}: {len(errors)} session(s) failed: {errors[:3]}", file=sys.stderr)
             return None

@@ -223,14 +223,8 @@ class remote_executor {
   std::vector<task_snapshot> list() const {
     std::vector<task_snapshot> tasks;
     const auto reply = call({{"op", "list"}});
-    for (const auto& entry : remote::wire::member(reply, "tasks")) {
-      auto task = remote::wire::snapshot_from_wire(entry);
-      std::lock_guard lock(mutex_);
-      if (const auto it = by_remote_.find(task.id); it != by_remote_.end()) {
-        task.id = it->second;
-        tasks.push_back(std::move(task));
-      }
-    }
+    for (const auto& entry : remote::wire::member(reply, "tasks"))
+      if (auto task = find_local(remote::wire::snapshot_from_wire(entry))) tasks.push_back(std::move(*task));
     return tasks;
   }
 
@@ -316,9 +310,16 @@ class remote_executor {
 
   /// A server snapshot under this executor's id for the task.
   task_snapshot local(task_snapshot task) const {
+    const task_id remote_id = task.id;
+    if (auto found = find_local(std::move(task))) return std::move(*found);
+    throw remote::wire::protocol_error(fmt::format("task {} is none of this session's", remote_id.value()));
+  }
+
+  /// The same, or empty for a task whose start has not returned here.
+  std::optional<task_snapshot> find_local(task_snapshot task) const {
     std::lock_guard lock(mutex_);
     const auto it = by_remote_.find(task.id);
-    if (it == by_remote_.end()) throw remote::wire::protocol_error(fmt::format("task {} is none of this session's", task.id.value()));
+    if (it == by_remote_.end()) return std::nullopt;
     task.id = it->second;
     return task;
   }

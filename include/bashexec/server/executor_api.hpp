@@ -172,6 +172,9 @@ struct session_state {
   std::map<std::uint64_t, std::optional<answer>> answers;  // by sequence number; empty while in progress
   std::size_t answer_bytes = 0;
   std::uint64_t evicted_below = 0;  // a sequence number below it may have been forgotten
+  /// What forgetting the answer (or run) of `seq` leaves: a repeat of it,
+  /// or of anything older, is refused rather than done again.
+  void forget(std::uint64_t seq) { evicted_below = std::max(evicted_below, seq + 1); }
   std::deque<task_id> settled_order;
   std::map<std::uint64_t, std::string> run_of_seq;
   std::map<std::string, std::shared_ptr<run_state>> runs;
@@ -435,7 +438,7 @@ class service final : public executor_api_backend {
            s.answers.begin()->first != newest) {
       const auto oldest = s.answers.begin();
       if (oldest->second) s.answer_bytes -= oldest->second->body.size();
-      s.evicted_below = std::max(s.evicted_below, oldest->first + 1);
+      s.forget(oldest->first);
       s.answers.erase(oldest);
     }
   }
@@ -597,7 +600,7 @@ class service final : public executor_api_backend {
       while (s->run_of_seq.size() > options_.replay_answers) {
         // A repeat of a forgotten run is refused like any forgotten answer,
         // never started a second time.
-        s->evicted_below = std::max(s->evicted_below, s->run_of_seq.begin()->first + 1);
+        s->forget(s->run_of_seq.begin()->first);
         s->run_of_seq.erase(s->run_of_seq.begin());
       }
     }
