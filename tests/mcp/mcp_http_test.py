@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from checklist import Checklist
@@ -439,21 +440,48 @@ def _():
 def _():
     # One worker slot, taken by a sleep: the session's server reads nothing
     # more, so what a client POSTs waits in the transport, up to 32 MiB.
-    with Server("--max-in-flight", "1") as server:
+    with Server("--max-in-flight", "1", "--mode", "workspace-write") as server:
         _, session, _ = server.initialize()
-        # The first call takes the slot; the second waits for it, and so
-        # does the session's reading.
-        busy = [server.call_from_another_process(session, "sleep 3", request_id=n) for n in (1, 2)]
-        time.sleep(0.7)
+        # The first call takes the slot (seen by its marker); the second,
+        # POSTed before any padding, waits for it, and so does the session's
+        # reading. Threads, not client processes: an interpreter's start on
+        # a loaded machine took longer than any fixed pause, and a padding
+        # POSTed before the second call is read at once.
+        started = os.path.join(WORKDIR, f"busy-{TAG}")
+        answers = {}
+
+        def busy(n, command):
+            answers[n] = server.call(session, command, request_id=n)
+
+        first = threading.Thread(target=busy, args=(1, f"touch {started}; sleep 3"))
+        first.start()
+        holding = wait_until(lambda: os.path.exists(started), 30)
+        second = threading.Thread(target=busy, args=(2, "sleep 1"))
+        second.start()
+        time.sleep(0.5)
         pad = json.dumps({"jsonrpc": "2.0", "method": "notifications/padding", "params": {"pad": "x" * (15 << 20)}})
         statuses = [server.request("POST", pad.encode(), session=session)[0] for _ in range(4)]
-        check("notifications queue while it is busy, then 429", statuses[:2] == [202, 202] and 429 in statuses,
-              str(statuses))
-        for b in busy:
-            b.wait(timeout=30)
-        status, messages = server.call(session, "echo drained", request_id=5)
-        check("once the call ends the session reads again", status == 200 and "drained" in result_text(messages),
-              str(messages)[:200])
+        check("notifications queue while it is busy, then 429",
+              holding and statuses[:2] == [202, 202] and 429 in statuses, f"{statuses}, slot taken: {holding}")
+        for thread in (first, second):
+            thread.join(timeout=60)
+        check("the calls it was busy with answered", all(
+            answers.get(n, (0, []))[0] == 200 and result_text(answers[n][1]) != "" for n in (1, 2)),
+            str({n: (a[0], str(a[1])[:200]) for n, a in answers.items()}))
+        # The session reads its 45 MiB backlog once the calls are done; until
+        # it has, a POST is 429 with Retry-After, which a client obeys.
+        refused = 0
+        deadline = time.time() + 60
+        while True:
+            status, got, text = server.request("POST", {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+                "name": "bash", "arguments": {"command": "echo drained", "description": "http test"}}},
+                session=session)
+            if status != 429 or time.time() > deadline:
+                break
+            refused += 1
+            time.sleep(float(got.get("retry-after", "1")))
+        check("once its calls end the session reads again", status == 200 and "drained" in result_text(
+            sse_messages(text)), f"{status} {text[:600]!r} after {refused} 429")
 
 
 @section("a client SIGKILLed mid-call")
@@ -461,10 +489,14 @@ def _():
     with Server("--mode", "workspace-write") as server:
         _, session, _ = server.initialize()
         marker = os.path.join(WORKDIR, f"finished-{TAG}")
-        client = server.call_from_another_process(session, f"sleep 1.5; echo done > {marker}")
-        time.sleep(0.7)
+        started = os.path.join(WORKDIR, f"started-{TAG}")
+        client = server.call_from_another_process(session, f"touch {started}; sleep 1.5; echo done > {marker}")
+        # Killed once its command runs (a client process may take longer than
+        # any fixed pause to start on a loaded machine) and before it ends.
+        running = wait_until(lambda: os.path.exists(started), 30)
         client.kill()
         client.wait()
+        check("the client was killed mid-call", running and not os.path.exists(marker))
         check("the server lives on after the client died", server.proc.poll() is None)
         check("the dropped connection did not stop the command: it finished", wait_until(
             lambda: os.path.exists(marker), 15))
