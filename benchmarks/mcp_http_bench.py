@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,7 @@ import threading
 import time
 
 EXTRA = []  # --server-arg: flags given to both servers
+HTTP_CLIENT = "raw"  # --http-client
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
@@ -181,6 +183,69 @@ def bench_stdio(cli, workdir, sessions, calls, pace):
     return elapsed, memory, cpu, latencies, errors
 
 
+class RawHTTP:
+    """The least an HTTP/1.1 client does on one kept-alive connection: the
+    request written in one send, the response read to the end of its body
+    (Content-Length, or the chunked framing's last chunk). The stdio side
+    is as lean (a line out, a line back), so that neither figure is mostly
+    Python's http.client, whose header parsing alone costs a few hundred
+    microseconds a call (--http-client stdlib measures with it)."""
+
+    def __init__(self, port, path):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                     "Accept: application/json, text/event-stream\r\n")
+        self.buffer = b""
+
+    class Response:
+        def __init__(self, status, headers):
+            self.status, self.headers = status, headers
+
+        def getheader(self, name):
+            return self.headers.get(name.lower())
+
+    def post(self, message, session=None):
+        data = json.dumps(message).encode()
+        extra = f"Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n" if session else ""
+        self.sock.sendall(f"{self.head}{extra}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        while b"\r\n\r\n" not in self.buffer:
+            self.receive()
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        fields = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        response = self.Response(int(lines[0].split()[1]), fields)
+        if fields.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                while b"\r\n" not in self.buffer:
+                    self.receive()
+                size_line, rest = self.buffer.split(b"\r\n", 1)
+                size = int(size_line, 16)
+                while len(rest) < size + 2:
+                    self.buffer = rest
+                    self.receive()
+                    rest = self.buffer
+                body += rest[:size]
+                self.buffer = rest[size + 2:]
+                if size == 0:
+                    return response, body.decode()
+        size = int(fields.get("content-length", "0"))
+        while len(self.buffer) < size:
+            self.receive()
+        body, self.buffer = self.buffer[:size], self.buffer[size:]
+        return response, body.decode()
+
+    def receive(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("the server closed the connection")
+        self.buffer += chunk
+
+    def close(self):
+        self.sock.close()
+
+
 def bench_http(cli, workdir, sessions, calls, pace):
     server = subprocess.Popen([cli, "mcp", "--unconfined", "--workdir", workdir, *EXTRA, "--http", "127.0.0.1:0",
                                "--max-sessions", str(sessions + 8)],
@@ -192,17 +257,21 @@ def bench_http(cli, workdir, sessions, calls, pace):
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
     def body(index, barrier, mine):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        if HTTP_CLIENT == "raw":
+            conn = RawHTTP(port, path)
+            post = conn.post
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
-        def post(message, session=None):
-            sent = dict(headers)
-            if session:
-                sent["Mcp-Session-Id"] = session
-                sent["MCP-Protocol-Version"] = "2025-11-25"
-            conn.request("POST", path, body=json.dumps(message), headers=sent)
-            response = conn.getresponse()
-            text = response.read().decode()
-            return response, text
+            def post(message, session=None):
+                sent = dict(headers)
+                if session:
+                    sent["Mcp-Session-Id"] = session
+                    sent["MCP-Protocol-Version"] = "2025-11-25"
+                conn.request("POST", path, body=json.dumps(message), headers=sent)
+                response = conn.getresponse()
+                text = response.read().decode()
+                return response, text
 
         response, _ = post(INIT)
         session = response.getheader("Mcp-Session-Id")
@@ -316,12 +385,17 @@ def main():
     parser.add_argument("--paired", action="store_true",
                         help="the spaced phase measures both transports at once, one round, rather than in turns")
     parser.add_argument("--json")
+    parser.add_argument("--http-client", choices=("raw", "stdlib"), default="raw",
+                        help="the HTTP client: raw (a request in one send, the response read to its end; as lean as "
+                             "the stdio client) or stdlib (http.client)")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="a flag for both servers (repeatable), e.g. --server-arg=--containment=process-group")
     args = parser.parse_args()
     EXTRA.extend(args.server_arg)
+    global HTTP_CLIENT
+    HTTP_CLIENT = args.http_client
     workdir = tempfile.mkdtemp(prefix="bashexec-mcp-bench-")
-    report = {"sessions": args.sessions}
+    report = {"sessions": args.sessions, "http_client": args.http_client}
     failed = False
     phases = []
     if args.spaced > 0 and args.spaced_calls > 0:
