@@ -209,32 +209,30 @@ class RawHTTP:
         data = json.dumps(message).encode()
         extra = f"Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n" if session else ""
         self.sock.sendall(f"{self.head}{extra}Content-Length: {len(data)}\r\n\r\n".encode() + data)
-        while b"\r\n\r\n" not in self.buffer:
-            self.receive()
-        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
+        lines = self.take_until(b"\r\n\r\n").decode().split("\r\n")
         fields = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
         response = self.Response(int(lines[0].split()[1]), fields)
-        if fields.get("transfer-encoding") == "chunked":
-            body = b""
-            while True:
-                while b"\r\n" not in self.buffer:
-                    self.receive()
-                size_line, rest = self.buffer.split(b"\r\n", 1)
-                size = int(size_line, 16)
-                while len(rest) < size + 2:
-                    self.buffer = rest
-                    self.receive()
-                    rest = self.buffer
-                body += rest[:size]
-                self.buffer = rest[size + 2:]
-                if size == 0:
-                    return response, body.decode()
-        size = int(fields.get("content-length", "0"))
+        if fields.get("transfer-encoding") != "chunked":
+            return response, self.take(int(fields.get("content-length", "0"))).decode()
+        body = b""
+        while True:
+            size = int(self.take_until(b"\r\n"), 16)
+            body += self.take(size + 2)[:size]  # the chunk and its CRLF
+            if size == 0:
+                return response, body.decode()
+
+    def take_until(self, mark):
+        """What the connection holds before `mark`, `mark` consumed."""
+        while mark not in self.buffer:
+            self.receive()
+        taken, self.buffer = self.buffer.split(mark, 1)
+        return taken
+
+    def take(self, size):
         while len(self.buffer) < size:
             self.receive()
-        body, self.buffer = self.buffer[:size], self.buffer[size:]
-        return response, body.decode()
+        taken, self.buffer = self.buffer[:size], self.buffer[size:]
+        return taken
 
     def receive(self):
         chunk = self.sock.recv(65536)
@@ -254,7 +252,6 @@ def bench_http(cli, workdir, sessions, calls, pace):
     if not found:
         raise RuntimeError("the HTTP server did not start")
     port, path = int(found.group(1)), found.group(2)
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
     def body(index, barrier, mine):
         if HTTP_CLIENT == "raw":
@@ -264,7 +261,7 @@ def bench_http(cli, workdir, sessions, calls, pace):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
             def post(message, session=None):
-                sent = dict(headers)
+                sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
                 if session:
                     sent["Mcp-Session-Id"] = session
                     sent["MCP-Protocol-Version"] = "2025-11-25"
