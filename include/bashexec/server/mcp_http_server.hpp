@@ -84,6 +84,7 @@
 #include "bashexec/server/http_sessions.hpp"
 #include "bashexec/server/mcp_protocol.hpp"
 #include "bashexec/server/mcp_tasks.hpp"
+#include "bashexec/server/message_route.hpp"
 #include "bashexec/server/request_parse.hpp"
 #include "bashexec/server/rpc_id.hpp"
 #include "bashexec/server/sse_replay.hpp"
@@ -579,20 +580,6 @@ class mcp_http_server {
 
   // ---- routing what a session writes --------------------------------------
 
-  static std::optional<std::string> related_task(const nlohmann::json& message) {
-    const auto params = message.find("params");
-    if (params == message.end() || !params->is_object()) return std::nullopt;
-    if (const auto task = params->find("taskId"); task != params->end() && task->is_string())
-      return task->get<std::string>();
-    const auto meta = params->find("_meta");
-    if (meta == params->end() || !meta->is_object()) return std::nullopt;
-    const auto related = meta->find(std::string(mcp::related_task_key));
-    if (related == meta->end() || !related->is_object()) return std::nullopt;
-    const auto task = related->find("taskId");
-    if (task == related->end() || !task->is_string()) return std::nullopt;
-    return task->get<std::string>();
-  }
-
   static std::shared_ptr<event_stream> live(const std::map<std::string, std::weak_ptr<event_stream>>& index,
                                       const std::string& key) {
     const auto it = index.find(key);
@@ -615,16 +602,9 @@ class mcp_http_server {
   }
 
   void route(const std::shared_ptr<session>& s, std::string line) {
-    nlohmann::json message = mcp::parse_exact_ids(line);
+    const mcp::message_route facts = mcp::route_line(line);
+    const auto& answered = facts.answered;
     std::shared_ptr<event_stream> target;
-    std::vector<std::string> answered;
-    if (message.is_array()) {  // a batch's responses (2025-03-26)
-      for (const auto& element : message)
-        if (element.is_object() && element.contains("id") && !element.contains("method"))
-          answered.push_back(mcp::id_key(element["id"]));
-    } else if (message.is_object() && !message.contains("method") && message.contains("id")) {
-      answered.push_back(mcp::id_key(message["id"]));
-    }
     if (answered.size() == 1 && s->cancelled.erase(answered.front()) != 0)
       return;  // answered before the cancellation took: the client forgot it
     if (!answered.empty()) {
@@ -637,27 +617,20 @@ class mcp_http_server {
         }
       if (s->initialize_key && answered.front() == *s->initialize_key) {
         s->initialize_key.reset();
-        if (message.is_object() && message.contains("error")) {
+        if (facts.what == mcp::message_route::shape::message && facts.is_error) {
           // A session whose initialize failed serves nothing.
           if (target) deliver(*s, target, line);
           end_session(s);
           return;
         }
       }
-    } else if (message.is_object()) {
-      const std::string method = method_of(message);
-      const bool is_request = message.contains("id");
-      if (method == "notifications/progress") {
-        const auto params = message.find("params");
-        if (params != message.end() && params->is_object() && params->contains("progressToken"))
-          target = live(s->by_progress, mcp::id_key((*params)["progressToken"]));
-      }
-      if (!target)
-        if (auto task = related_task(message)) target = live(s->by_task, *task);
+    } else if (facts.what == mcp::message_route::shape::message) {
+      if (facts.progress_token) target = live(s->by_progress, *facts.progress_token);
+      if (!target && facts.task) target = live(s->by_task, *facts.task);
       if (!target) {
         const auto open = newest_open(*s);
         const bool standalone_attached = s->standalone && s->standalone->attached;
-        if (is_request && open && open->attached)
+        if (facts.is_request && open && open->attached)
           target = open;  // a question goes where the call it is about is heard
         else if (standalone_attached)
           target = s->standalone;

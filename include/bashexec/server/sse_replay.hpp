@@ -14,6 +14,7 @@
 // events"); Beast has no SSE.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -57,9 +58,19 @@ inline std::optional<event_position> parse_event_id(std::string_view text) {
 /// line of it (a JSON message has none but its own; any CR or LF splits).
 inline std::string format_event(event_position at, std::string_view data) {
   std::string out = fmt::format("id: {}\nevent: message\n", event_id(at));
+  out.reserve(out.size() + data.size() + 8);
+  // Each break found by memchr (find_first_of tests every byte against the
+  // set; a call's answer is kilobytes with no break at all), each kept
+  // until passed.
+  std::size_t next_cr = data.find('\r'), next_lf = data.find('\n');
+  const auto next_break = [&](std::size_t from) {
+    if (next_cr < from) next_cr = data.find('\r', from);
+    if (next_lf < from) next_lf = data.find('\n', from);
+    return std::min(next_cr, next_lf);
+  };
   std::size_t start = 0;
   while (true) {
-    const std::size_t end = data.find_first_of("\r\n", start);
+    const std::size_t end = next_break(start);
     out += "data: ";
     out.append(data.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
     out += '\n';
