@@ -551,6 +551,22 @@ class mcp_http_server {
 
   void send_to_session(const std::shared_ptr<session>& s, std::string line) {
     line += '\n';
+    if (!s->writing) {
+      // Nothing queued: written now, as far as the socket takes it without
+      // waiting. The request then reaches its server before this thread
+      // writes the POST's response header (a TCP send, and a wakeup of the
+      // client), and the common case needs no writer coroutine.
+      error_code ec;
+      std::size_t written = 0;
+      if (!s->pipe.non_blocking()) s->pipe.non_blocking(true, ec);
+      if (!ec) written = s->pipe.write_some(boost::asio::buffer(line), ec);
+      if (ec && ec != boost::asio::error::would_block && ec != boost::asio::error::try_again) {
+        end_session(s);  // its server is gone: as when the writer fails
+        return;
+      }
+      if (written == line.size()) return;
+      line.erase(0, written);
+    }
     s->backlog += line.size();
     s->to_server.push_back(std::move(line));
     // Marked here, not when the writer starts: co_spawn only schedules it,
