@@ -99,12 +99,6 @@ inline bool valid_id(const nlohmann::json& id) {
   return id.is_string() || id.is_number_integer() || is_exact_integer(id);
 }
 
-/// A map key for an id: its JSON text, so that 1 and "1" differ.
-inline std::string id_key(const nlohmann::json& id) {
-  if (const auto* text = exact_number_text(id)) return *text;
-  return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 /// Tool annotations (2025-03-26 and later): hints a client may show or use
 /// to decide what to confirm. `bash_output` only reads; `bash` runs anything
 /// and `bash_kill` ends a task, so neither is read-only.

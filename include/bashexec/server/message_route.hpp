@@ -28,8 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bashexec/server/mcp_protocol.hpp"
 #include "bashexec/server/mcp_tasks.hpp"
+#include "bashexec/server/rpc_id.hpp"
 
 namespace bashexec::server::mcp {
 

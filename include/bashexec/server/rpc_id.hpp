@@ -43,6 +43,13 @@ inline bool is_exact_integer(const nlohmann::json& value) {
   return text && text->find_first_of(".eE") == std::string::npos;
 }
 
+/// A map key for an id: its JSON text, so that 1 and "1" differ (an exact
+/// number's text as it was read).
+inline std::string id_key(const nlohmann::json& id) {
+  if (const auto* text = exact_number_text(id)) return *text;
+  return id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 namespace detail {
 
 /// nlohmann-json's DOM builder, except that a number it would not hold
