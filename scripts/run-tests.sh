@@ -4,7 +4,7 @@
 # find_package consumer, the [concurrency] tests under ThreadSanitizer, the
 # benchmark smoke), prove that every Catch2 case ran exactly once
 # (scripts/check-catch-count.sh), then run the fuzz lane with a short budget
-# (scripts/run-fuzz.sh, FUZZ_SECONDS per target, 14 here: five targets, two at
+# (scripts/run-fuzz.sh, FUZZ_SECONDS per target, 12 here: five targets, two at
 # a time, in about as long as four took at 20).
 #
 # Every Catch2 executable is built with AddressSanitizer and
@@ -68,7 +68,7 @@ bash "$root/scripts/check-catch-count.sh" "$PWD" "$run_log" || status=1
 
 if [[ $fuzz != 0 ]]; then
   if wait "$fuzz_build"; then
-    FUZZ_SECONDS=${FUZZ_SECONDS:-14} bash "$root/scripts/run-fuzz.sh" || status=1
+    FUZZ_SECONDS=${FUZZ_SECONDS:-12} bash "$root/scripts/run-fuzz.sh" || status=1
   else
     echo "run-tests: the fuzz targets did not build:" >&2
     tail -n 40 "$fuzz_build_log" >&2

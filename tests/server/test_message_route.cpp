@@ -58,7 +58,7 @@ TEST_CASE("message route: the server's own requests and notices carry their meth
   CHECK(skimmed(R"({"method":5,"id":1})").is_request);
 }
 
-TEST_CASE("message route: a progress notice names its token; only a progress notice does", "[http][route]") {
+TEST_CASE("message route: a progress notice names its token, and only a progress notice does", "[http][route]") {
   CHECK(skimmed(R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t-1","progress":3}})")
             .progress_token == "\"t-1\"");
   CHECK(skimmed(R"({"method":"notifications/progress","params":{"progress":3,"progressToken":42}})").progress_token ==
