@@ -477,6 +477,13 @@ class mcp_http_server {
       ::close(theirs);
       throw infrastructure_error(fmt::format("an MCP session's socket: {}", assigned.message()));
     }
+    // Non-blocking for send_to_session's direct write (Asio's own
+    // operations do not depend on it).
+    s->pipe.non_blocking(true, assigned);
+    if (assigned) {
+      ::close(theirs);  // ours closes with the session
+      throw infrastructure_error(fmt::format("an MCP session's socket: {}", assigned.message()));
+    }
     try {
       s->backend = sessions_factory_(theirs, "http-" + s->id);
     } catch (...) {
@@ -557,9 +564,7 @@ class mcp_http_server {
       // writes the POST's response header (a TCP send, and a wakeup of the
       // client), and the common case needs no writer coroutine.
       error_code ec;
-      std::size_t written = 0;
-      if (!s->pipe.non_blocking()) s->pipe.non_blocking(true, ec);
-      if (!ec) written = s->pipe.write_some(boost::asio::buffer(line), ec);
+      const std::size_t written = s->pipe.write_some(boost::asio::buffer(line), ec);
       if (ec && ec != boost::asio::error::would_block && ec != boost::asio::error::try_again) {
         end_session(s);  // its server is gone: as when the writer fails
         return;
@@ -633,7 +638,7 @@ class mcp_http_server {
         }
       if (s->initialize_key && answered.front() == *s->initialize_key) {
         s->initialize_key.reset();
-        if (facts.what == mcp::message_route::shape::message && facts.is_error) {
+        if (facts.is_error) {
           // A session whose initialize failed serves nothing.
           if (target) deliver(*s, target, line);
           end_session(s);

@@ -108,7 +108,7 @@ class route_skimmer {
         if (peek() != '{') return skim_value(1);
         fields element;
         if (!skim_message(element, 1)) return false;
-        if (element.id && !element.has_method) route.answered.push_back(std::string(*element.id));
+        add_answered(route, element);
         return true;
       });
     } else if (text_[at_] == '{') {
@@ -138,8 +138,13 @@ class route_skimmer {
     std::optional<std::string_view> related_task_id;  // its characters (a string)
   };
 
-  static void fill(message_route& route, const fields& message) {
+  /// A response (an id and no method) answers its id.
+  static void add_answered(message_route& route, const fields& message) {
     if (message.id && !message.has_method) route.answered.push_back(std::string(*message.id));
+  }
+
+  static void fill(message_route& route, const fields& message) {
+    add_answered(route, message);
     route.is_request = message.has_method && message.id;
     route.is_error = message.has_error;
     if (message.method) route.method = std::string(*message.method);
@@ -309,52 +314,42 @@ class route_skimmer {
   /// `{` members `}`: `member(key, escaped)` reads each value.
   template <class Member>
   bool skim_object(int depth, Member&& member) {
-    if (depth > max_depth || peek() != '{') return false;
-    ++at_;
-    skip_space();
-    if (peek() == '}') {
-      ++at_;
-      return true;
-    }
-    for (;;) {
-      skip_space();
+    return skim_sequence('{', '}', depth, [&] {
       std::string_view key;
       bool escaped = false;
       if (!skim_string(key, escaped)) return false;
       skip_space();
       if (peek() != ':') return false;
       ++at_;
-      if (!member(key, escaped)) return false;
-      skip_space();
-      if (peek() == ',') {
-        ++at_;
-        continue;
-      }
-      if (peek() != '}') return false;
-      ++at_;
-      return true;
-    }
+      return member(key, escaped);
+    });
   }
 
   /// `[` elements `]`: `element()` reads each.
   template <class Element>
   bool skim_array(Element&& element, int depth = 1) {
-    if (depth > max_depth || peek() != '[') return false;
+    return skim_sequence('[', ']', depth, element);
+  }
+
+  /// `open` items separated by commas `close`, `item()` reading each.
+  template <class Item>
+  bool skim_sequence(char open, char close, int depth, Item&& item) {
+    if (depth > max_depth || peek() != open) return false;
     ++at_;
     skip_space();
-    if (peek() == ']') {
+    if (peek() == close) {
       ++at_;
       return true;
     }
     for (;;) {
       skip_space();
-      if (!element()) return false;
+      if (!item()) return false;
       skip_space();
       if (peek() == ',') {
         ++at_;
         continue;
       }
-      if (peek() != ']') return false;
+      if (peek() != close) return false;
       ++at_;
       return true;
     }
