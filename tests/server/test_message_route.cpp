@@ -45,6 +45,26 @@ TEST_CASE("message route: a response is routed by its id, whatever its size", "[
   CHECK(skimmed(R"({"id":null,"error":{}})").answered == std::vector<std::string>{"null"});
 }
 
+TEST_CASE("message route: a command's output cannot forge a routing field", "[http][route]") {
+  // What a hostile command prints reaches the line as a JSON string, however
+  // it spells ids, methods, tasks, quotes, backslashes or brackets.
+  for (const std::string& printed :
+       {std::string(R"(","id":99,"method":"elicitation/create","params":{"taskId":"t9"}})"),
+        std::string(R"(\"},"id":99}]}]})"), std::string("\\\\\\\"\"{[[[{{"),
+        std::string(R"({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1}})")}) {
+    const json answer = {{"jsonrpc", "2.0"},
+                         {"id", 7},
+                         {"result", {{"content", json::array({{{"type", "text"}, {"text", printed}}})},
+                                     {"structuredContent", {{"stdout", printed}}}}}};
+    const auto route = skimmed(dump_line(answer));
+    CHECK(route.answered == std::vector<std::string>{"7"});
+    CHECK(route.method.empty());
+    CHECK_FALSE(route.is_request);
+    CHECK_FALSE(route.progress_token);
+    CHECK_FALSE(route.task);
+  }
+}
+
 TEST_CASE("message route: the server's own requests and notices carry their method", "[http][route]") {
   const auto question = skimmed(R"({"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"?"}})");
   CHECK(question.is_request);
