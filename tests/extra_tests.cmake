@@ -195,3 +195,6 @@ endif()
 # (tests/deploy/validate_manifests.sh, docs/deploy-kubernetes.md).
 add_test(NAME deploy/validate_manifests COMMAND bash ${PROJECT_SOURCE_DIR}/tests/deploy/validate_manifests.sh)
 set_tests_properties(deploy/validate_manifests PROPERTIES TIMEOUT 300 LABELS deploy)
+# Terminals and input waits as an ordinary user: the probe reads /proc of
+# its own descendants only, and bwrap and Landlock enter user namespaces.
+bashexec_rerun_test(test_terminal_unprivileged run_unprivileged.sh test_terminal 300 unprivileged)

@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
 #include "bashexec/subscription.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec {
 
@@ -159,6 +161,30 @@ class basic_executor {
   /// Stops a running task's group; false when it had already finished.
   bool kill(const task_id& id);
 
+  /// Writes `bytes` to a running task's input — its terminal (as typed
+  /// keys: "\r" or "\n" is Enter, "\x03" ^C, "\x04" ^D, "\x1b[A" the up
+  /// arrow) or its kept stdin pipe. Returns how many bytes were taken
+  /// within terminal_settings::write_timeout: fewer only when the input
+  /// stayed full that long, never silently dropped. Throws input_closed
+  /// when the task settled, takes no input, or closed it.
+  std::size_t write_input(const task_id& id, std::string_view bytes);
+
+  /// End of input: a kept stdin pipe is closed; a terminal gets its EOF
+  /// character (^D), which ends a read at the start of a line.
+  void close_input(const task_id& id);
+
+  /// The task's terminal gets a new window (SIGWINCH to its foreground
+  /// group). std::invalid_argument for a task without a terminal.
+  void resize(const task_id& id, terminal_size size);
+
+  /// What ^C does: SIGINT to the terminal's foreground process group (the
+  /// task's group for a task on pipes). False when it had settled.
+  bool interrupt(const task_id& id);
+
+  /// Blocks at most `timeout` until the task waits for input or settles;
+  /// its facts then (`input_wait` set when it waits), empty on timeout.
+  std::optional<task_snapshot> wait_for_input(const task_id& id, std::chrono::milliseconds timeout);
+
   /// Blocks until the task settles.
   task_snapshot wait(const task_id& id);
 
@@ -173,7 +199,17 @@ class basic_executor {
   /// subscription alive as long as the listener should stay subscribed.
   template <class Listener>
   [[nodiscard]] subscription on_task_done(Listener&& listener) {
-    return subscribe(std::function<void(const task_snapshot&)>(std::forward<Listener>(listener)));
+    return subscribe(listeners_, std::function<void(const task_snapshot&)>(std::forward<Listener>(listener)));
+  }
+
+  /// Calls `listener(const task_snapshot&)` once per input wait of a task
+  /// (its `input_wait` set), when the executor first sees it (terminal.hpp).
+  /// A foreground terminal run's wait is told too, once it continues as a
+  /// task. The same rules as on_task_done.
+  template <class Listener>
+  [[nodiscard]] subscription on_input_wait(Listener&& listener) {
+    return subscribe(input_listeners_,
+                     std::function<void(const task_snapshot&)>(std::forward<Listener>(listener)));
   }
 
  private:
@@ -182,7 +218,14 @@ class basic_executor {
   /// that this class needs none of their headers.
   struct engine;
 
-  subscription subscribe(std::function<void(const task_snapshot&)> listener);
+  subscription subscribe(const std::shared_ptr<detail::listener_hub<task_snapshot>>& hub,
+                         std::function<void(const task_snapshot&)> listener);
+  /// A foreground run with a terminal or a kept stdin: driven as a task
+  /// from the start, so that a wait for input can hand it on.
+  run_result run_interactive(const exec_spec& spec);
+  /// `start`, for a foreground run too: its task tells no listener until
+  /// it is handed on.
+  task_id start_task(const exec_spec& spec, bool foreground);
   std::optional<sandbox_mode> confine_under(const exec_spec& spec);
   void ensure_selected();
 
@@ -192,6 +235,7 @@ class basic_executor {
   bashexec::spill_directory spills_;
   confinement_type confinement_;
   std::shared_ptr<detail::listener_hub<task_snapshot>> listeners_;
+  std::shared_ptr<detail::listener_hub<task_snapshot>> input_listeners_;
   // Before the engine (which holds the tasks): destroyed after them (a pool
   // outlives what it lent).
   spawn_type spawn_;

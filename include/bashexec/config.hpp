@@ -21,6 +21,7 @@
 #include "bashexec/network_access.hpp"
 #include "bashexec/network_policy.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec {
 
@@ -207,6 +208,8 @@ struct executor_config {
   std::optional<std::filesystem::path> cgroup_parent;
   /// The warm pool, for spawn_with<prespawned>; ignored by other spawn policies.
   prespawn_settings prespawn;
+  /// Commands on a terminal, input and input waits (terminal.hpp).
+  terminal_settings terminal;
 };
 
 namespace detail {

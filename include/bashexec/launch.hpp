@@ -6,7 +6,9 @@
 //   - it leads a new session and process group (sid == pgid == pid): kills
 //     reach the group, and the command has no controlling terminal, so
 //     /dev/tty fails at once and terminal signals (SIGTTIN, SIGTTOU,
-//     SIGHUP of a closing terminal) cannot stop or kill it;
+//     SIGHUP of a closing terminal) cannot stop or kill it — unless the
+//     plan asks for `controlling_terminal` (a terminal of the command's
+//     own, spawn_capability::controlling_terminal);
 //   - default signal dispositions and an empty signal mask;
 //   - fds 0,1,2 from the plan (/dev/null for one left at -1),
 //     `inherited_fds[i]` as fd 3+i, nothing else;
@@ -94,6 +96,12 @@ struct launch_plan {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
+  /// stdin_fd is the slave of a pseudo-terminal made for this command: the
+  /// child, a session leader, makes it its controlling terminal right after
+  /// the renumbering (so its process group is the terminal's foreground
+  /// group). A confinement whose runner must set the terminal inside its
+  /// sandbox itself (bwrap) clears this and does so.
+  bool controlling_terminal = false;
   /// Descriptors the child keeps, renumbered to 3, 4, … in order.
   std::vector<int> inherited_fds;
   /// Run in the child in order, before the descriptors are renumbered.

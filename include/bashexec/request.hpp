@@ -15,6 +15,7 @@
 #include "bashexec/ids.hpp"
 #include "bashexec/run_progress.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec {
 
@@ -47,6 +48,17 @@ struct basic_exec_request {
   /// When set, a foreground `run` keeps its byte counts there as it reads
   /// (a background task ignores it: `read_output` is its progress).
   std::shared_ptr<run_progress> progress{};
+  /// Run on a pseudo-terminal of its own with this window (terminal.hpp):
+  /// the terminal's slave is the command's stdin, stdout, stderr and
+  /// controlling terminal, so line discipline, echo, ^C and /dev/tty work.
+  /// stderr is merged into stdout, as on any terminal. A foreground `run`
+  /// that starts waiting for input returns at once as such and goes on as
+  /// a task (run_result::continued_as).
+  std::optional<terminal_size> terminal{};
+  /// A background task's stdin stays a pipe open for `write_input` (after
+  /// `stdin_data`, when given) until `close_input`. A terminal's input is
+  /// always open.
+  bool keep_stdin_open = false;
 };
 
 namespace detail {

@@ -13,6 +13,7 @@
 #include "bashexec/ids.hpp"
 #include "bashexec/network_policy.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec {
 
@@ -61,6 +62,15 @@ struct run_result {
   /// through the egress proxy, in order, bounded (network_policy.hpp). Empty
   /// under any other setting.
   std::optional<network_report> network;
+  /// The command ran on a terminal (exec_request::terminal): `out` holds
+  /// stdout and stderr merged, as the terminal showed them; `err` is empty.
+  bool terminal = false;
+  /// A terminal run that began waiting for input (terminal.hpp) returned
+  /// here, with the output so far: the command goes on as this task,
+  /// owned by the request's owner, to be answered with `write_input`.
+  std::optional<task_id> continued_as;
+  /// The wait that ended the run, when `continued_as` is set.
+  std::optional<bashexec::input_wait> input_wait;
 };
 
 enum class task_status { running, completed, killed };
@@ -91,6 +101,14 @@ struct task_snapshot {
   /// As run_result::network: the attempts so far while it runs, all of them
   /// once it settled.
   std::optional<network_report> network{};
+  /// Runs on a terminal of its own (its output merges stderr).
+  bool terminal = false;
+  /// Takes input (`write_input`): a terminal, or a stdin kept open, not
+  /// yet closed, while the task runs.
+  bool input_open = false;
+  /// While it runs: the command waits for input (terminal.hpp). Cleared
+  /// by the next output or input.
+  std::optional<bashexec::input_wait> input_wait{};
 };
 
 /// An incremental read of a background task (contract 6).

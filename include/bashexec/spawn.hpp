@@ -81,6 +81,13 @@ struct cgroup {
   static constexpr std::string_view what = "join a cgroup in the child before exec";
   static bool needed_by(const launch_plan& plan) noexcept { return plan.cgroup_procs_fd >= 0; }
 };
+/// Makes the plan's stdin, a terminal's slave, the child's controlling
+/// terminal (launch_plan::controlling_terminal).
+struct controlling_terminal {
+  static constexpr std::string_view field = "launch_plan.controlling_terminal";
+  static constexpr std::string_view what = "give the child a controlling terminal";
+  static bool needed_by(const launch_plan& plan) noexcept { return plan.controlling_terminal; }
+};
 /// Hands out processes it created before the call (a pool). No plan needs
 /// it; it tells the executor's description what to expect.
 struct prespawned {
@@ -93,7 +100,7 @@ struct prespawned {
 /// Every capability tag, in the order descriptions list them.
 inline constexpr auto all_spawn_capabilities =
     boost::hana::tuple_t<spawn_capability::pre_exec, spawn_capability::limits, spawn_capability::cgroup,
-                         spawn_capability::prespawned>;
+                         spawn_capability::controlling_terminal, spawn_capability::prespawned>;
 
 namespace detail {
 template <class S>

@@ -39,6 +39,15 @@
 // from outside: bwrap leads the process group, and its death ends the
 // namespace.
 //
+// A command on a terminal (launch_plan::controlling_terminal): bwrap is
+// spawned without one, and inside the sandbox util-linux's `setsid --ctty`
+// (resolved once from the fixed system locations, like setpriv; same
+// process, one more exec) starts the command's own session there and takes
+// the terminal, so the terminal's foreground group is the command's and
+// not bwrap's: a ^C reaches the command, never the runner. bwrap's child is
+// no group leader, so setsid does not fork and the exit status is the
+// command's own.
+//
 // Network (`sandbox.network`, network_access.hpp): `loopback` and `none` add
 // `--unshare-net`, a fresh network namespace whose only interface is its own
 // loopback (bwrap brings it up). Nothing outside the sandbox is reachable —
@@ -96,10 +105,14 @@ class bwrap : public detail::bwrap_style {
     /// util-linux's setpriv, which empties the bounding set of a bwrap run as
     /// root; the same rules.
     std::filesystem::path setpriv = "setpriv";
+    /// util-linux's setsid, which gives a command on a terminal its
+    /// controlling terminal inside the sandbox; the same rules.
+    std::filesystem::path setsid = "setsid";
 
     void validate() const {
       detail::validate_program_name(program, "bwrap.program");
       detail::validate_program_name(setpriv, "bwrap.setpriv");
+      detail::validate_program_name(setsid, "bwrap.setsid");
     }
   };
 
@@ -135,6 +148,7 @@ class bwrap : public detail::bwrap_style {
 
   detail::program_lookup program_;
   std::optional<detail::program_lookup> setpriv_;  // privileged bwrap: empties the bounding set
+  detail::program_lookup setsid_;                  // a command on a terminal takes it inside
 };
 
 static_assert(confining_policy<bwrap>);

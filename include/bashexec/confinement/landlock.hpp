@@ -11,6 +11,8 @@
 //   workspace-write  → /dev/null, the workspace root and /tmp (all rights)
 // Device ioctls (ABI 5) are handled and granted nowhere, so a reopened
 // terminal cannot be driven (TIOCSTI); inherited descriptors are unaffected.
+// A command on a terminal of its own (launch_plan::controlling_terminal)
+// may also write and drive /dev/tty, which names only its own terminal.
 // Metadata. Landlock governs no metadata change at any ABI: chmod, chown,
 // utimes/utimensat and setxattr/removexattr pass any domain. So:
 //   read-only        → the seccomp filter (detail/kernel/seccomp_filter.hpp, part
@@ -260,7 +262,7 @@ class landlock {
   /// is confined), granting reads from "/", writes to /dev/null and, under
   /// workspace-write, everything beneath `root` and /tmp.
   static detail::unique_fd build_ruleset(sandbox_mode mode, const std::filesystem::path& root, int version,
-                                         bool network);
+                                         bool network, bool terminal);
 
   static std::string unavailable_message(sandbox_mode mode, int error);
 

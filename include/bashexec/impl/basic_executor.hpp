@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "bashexec/basic_executor.hpp"
 #include "bashexec/detail/engine/background_start.hpp"
 #include "bashexec/detail/engine/background_task.hpp"
@@ -29,6 +31,8 @@
 #include "bashexec/detail/engine/spawn_thread.hpp"
 #include "bashexec/detail/engine/spill_placement.hpp"
 #include "bashexec/detail/engine/task_registry.hpp"
+#include "bashexec/detail/engine/verdict.hpp"
+#include "bashexec/detail/text/text_match.hpp"
 
 namespace bashexec {
 
@@ -40,11 +44,13 @@ struct basic_executor<Policies>::engine {
   /// How a background task reaches its executor.
   struct task_events final : detail::task_host {
     task_events(basic_executor& owner, engine& state) : executor(owner), self(state) {}
-    void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held) override {
-      executor.listeners_->notify(std::move(final_facts));  // the listener's own copy
+    void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held,
+                      bool tell_listeners) override {
+      if (tell_listeners) executor.listeners_->notify(std::move(final_facts));  // the listener's own copy
       self.tasks.settled(serial, held);
     }
     void wake_reactor() override { self.reactor.wake(); }
+    void task_waiting(task_snapshot facts) override { executor.input_listeners_->notify(std::move(facts)); }
     basic_executor& executor;
     engine& self;
   };
@@ -79,12 +85,14 @@ basic_executor<Policies>::basic_executor(executor_config config, const confineme
               config_.keep_spill_dir),
       confinement_(config_.sandbox, confinement),
       listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
+      input_listeners_(std::make_shared<detail::listener_hub<task_snapshot>>(config_.error_sink)),
       spawn_(detail::make_spawn_policy<spawn_type>(config_, spawn)),
       engine_(std::make_unique<engine>(*this)) {}
 
 template <class Policies>
 basic_executor<Policies>::~basic_executor() {
   listeners_->silence();
+  input_listeners_->silence();
   engine_->tasks.dispose([](typename engine::task_type& task) {
     task.unwatch_stop();  // no stop callback may reach the reactor once it is gone
     if (!task.stop(detail::stop_cause::disposal)) task.kill_leftovers();
@@ -93,6 +101,7 @@ basic_executor<Policies>::~basic_executor() {
   engine_->reactor.shutdown();
   engine_->spawner.shutdown();
   listeners_->shutdown();
+  input_listeners_->shutdown();
 }
 
 template <class Policies>
@@ -114,6 +123,7 @@ template <class Policies>
 run_result basic_executor<Policies>::run(const exec_spec& spec) {
   if (spec.stop.stop_requested())
     throw infrastructure_error("run: stop was requested before the command was spawned");
+  if (spec.terminal || spec.keep_stdin_open) return run_interactive(spec);
   const auto under = confine_under(spec);
   auto& launches = engine_->launches;
   launches.require_runnable(spec);
@@ -123,16 +133,104 @@ run_result basic_executor<Policies>::run(const exec_spec& spec) {
 
 template <class Policies>
 task_id basic_executor<Policies>::start(const exec_spec& spec) {
+  return start_task(spec, false);
+}
+
+template <class Policies>
+task_id basic_executor<Policies>::start_task(const exec_spec& spec, bool foreground) {
   if (spec.stop.stop_requested())
-    throw infrastructure_error("start: stop was requested before the command was spawned");
+    throw infrastructure_error(fmt::format("{}: stop was requested before the command was spawned",
+                                           foreground ? "run" : "start"));
   engine& state = *engine_;
   const auto under = confine_under(spec);  // the order of run's checks
   state.launches.require_runnable(spec);
   state.reactor.start();  // before anything is spawned: a child must never lack its driver
   auto task = std::make_shared<typename engine::task_type>(state.host, state.launches, confinement_, spec,
-                                                           ownership_type::keep(spec.owner));
+                                                           ownership_type::keep(spec.owner), foreground);
   return detail::start_background(task, state.launches.build(spec, confinement_, under), spawn_, state.spawner,
                                   state.reactor, state.tasks, spec.stop);
+}
+
+template <class Policies>
+run_result basic_executor<Policies>::run_interactive(const exec_spec& spec) {
+  engine& state = *engine_;
+  const auto deadline = detail::clock::now() + std::min(spec.timeout, config_.max_timeout);
+  const task_id id = start_task(spec, true);
+  const auto task = state.tasks.find(id);
+  task_snapshot facts = task->wait_for_input_or_settled(deadline);
+  // Waiting: from here on it is a task like any other, unless it settled
+  // in the meantime (then it is this run's result after all).
+  if (facts.input_wait && !task->hand_off()) facts = task->wait(std::nullopt).value();
+  bool timed_out = false;
+  if (facts.status == task_status::running && !facts.input_wait) {
+    // The call's timeout, before any wait for input: stopped like a run.
+    timed_out = task->stop(detail::stop_cause::timed_out);
+    if (timed_out) state.reactor.wake();
+    facts = task->wait(std::nullopt).value();
+  }
+  run_result result;
+  result.timeout = spec.timeout;
+  result.terminal = facts.terminal;
+  result.sandbox = facts.sandbox;
+  result.containment = facts.containment;
+  result.network = facts.network;
+  if (facts.status == task_status::running) {
+    // Waiting for input: the output so far, and the task goes on. The
+    // call's stop token was the call's: it no longer reaches the task.
+    task->unwatch_stop();
+    task_read so_far = task->read();
+    result.out.text = std::move(so_far.delta);
+    result.out.truncated = so_far.lossy;
+    result.out.spill_path = so_far.stdout_spill_path;
+    result.continued_as = id;
+    result.input_wait = facts.input_wait;
+    state.host.task_waiting(std::move(facts));
+    return result;
+  }
+  // Settled within the call: a run like any other, and no task is left
+  // (its id stays unused, like a forgotten one).
+  state.tasks.release(id);
+  auto [out, err] = task->final_output();
+  if (facts.start_error) throw infrastructure_error(*facts.start_error);
+  if (facts.sandbox && facts.sandbox->runner_failed)
+    throw detail::runner_unavailable(confinement_type::name, *facts.sandbox, detail::first_line(err.text.empty() ? out.text : err.text));
+  result.exit_code = facts.exit_code;
+  result.signal = facts.signal;
+  result.out = std::move(out);
+  result.err = std::move(err);
+  const auto cause = task->cause();
+  result.timed_out = timed_out || cause == detail::stop_cause::timed_out;
+  result.aborted = !result.timed_out && cause == detail::stop_cause::aborted;
+  result.leftovers_killed = cause == detail::stop_cause::leftovers;
+  return result;
+}
+
+template <class Policies>
+std::size_t basic_executor<Policies>::write_input(const task_id& id, std::string_view bytes) {
+  return engine_->tasks.find(id)->write_input(bytes);
+}
+
+template <class Policies>
+void basic_executor<Policies>::close_input(const task_id& id) {
+  engine_->tasks.find(id)->close_input();
+}
+
+template <class Policies>
+void basic_executor<Policies>::resize(const task_id& id, terminal_size size) {
+  engine_->tasks.find(id)->resize(size);
+}
+
+template <class Policies>
+bool basic_executor<Policies>::interrupt(const task_id& id) {
+  return engine_->tasks.find(id)->interrupt();
+}
+
+template <class Policies>
+std::optional<task_snapshot> basic_executor<Policies>::wait_for_input(const task_id& id,
+                                                                      std::chrono::milliseconds timeout) {
+  task_snapshot facts = engine_->tasks.find(id)->wait_for_input_or_settled(detail::clock::now() + timeout);
+  if (facts.status == task_status::running && !facts.input_wait) return std::nullopt;
+  return facts;
 }
 
 template <class Policies>
@@ -186,9 +284,10 @@ std::string basic_executor<Policies>::retention_text() const {
 }
 
 template <class Policies>
-subscription basic_executor<Policies>::subscribe(std::function<void(const task_snapshot&)> listener) {
-  auto id = listeners_->add(std::move(listener));
-  std::weak_ptr<detail::listener_hub<task_snapshot>> hub = listeners_;
+subscription basic_executor<Policies>::subscribe(const std::shared_ptr<detail::listener_hub<task_snapshot>>& to,
+                                                 std::function<void(const task_snapshot&)> listener) {
+  auto id = to->add(std::move(listener));
+  std::weak_ptr<detail::listener_hub<task_snapshot>> hub = to;
   return subscription([hub, id] {
     if (auto alive = hub.lock()) alive->remove(id);
   });

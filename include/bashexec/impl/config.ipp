@@ -36,6 +36,14 @@ BASHEXEC_DECL void validate(const executor_config& config) {
   detail::require_positive(config.drain_timeout, "drain_timeout");
   detail::require_positive(config.sandbox.probe_timeout, "sandbox.probe_timeout");
   if (config.output_cap == 0) throw std::invalid_argument("output_cap must be positive, got 0");
+  detail::require_positive(config.terminal.quiet, "terminal.quiet");
+  detail::require_positive(config.terminal.max_interval, "terminal.max_interval");
+  detail::require_positive(config.terminal.write_timeout, "terminal.write_timeout");
+  if (config.terminal.max_interval < config.terminal.quiet)
+    throw std::invalid_argument("terminal.max_interval must be at least terminal.quiet");
+  if (config.terminal.prompt_bytes == 0) throw std::invalid_argument("terminal.prompt_bytes must be positive, got 0");
+  if (config.terminal.term.empty() || config.terminal.term.find_first_of("=\n") != std::string::npos)
+    throw std::invalid_argument("terminal.term must be a terminal type name (no '=' or newline)");
   for (const auto* rules : {&config.scrub.name_fragments, &config.scrub.name_words})
     for (const std::string& rule : *rules)
       if (rule.empty())

@@ -73,7 +73,8 @@ struct fork_exec {
   static constexpr std::string_view name = "fork_exec";
   static constexpr auto capabilities = boost::hana::make_set(boost::hana::type_c<spawn_capability::pre_exec>,
                                                              boost::hana::type_c<spawn_capability::limits>,
-                                                             boost::hana::type_c<spawn_capability::cgroup>);
+                                                             boost::hana::type_c<spawn_capability::cgroup>,
+      boost::hana::type_c<spawn_capability::controlling_terminal>);
 
   /// Stateless but for the process-wide memory of which clone works (atomic):
   /// const and safe to call from any number of threads.

@@ -64,7 +64,8 @@ class prespawned {
   static constexpr std::string_view name = "prespawned";
   static constexpr auto capabilities = boost::hana::make_set(
       boost::hana::type_c<spawn_capability::pre_exec>, boost::hana::type_c<spawn_capability::limits>,
-      boost::hana::type_c<spawn_capability::cgroup>, boost::hana::type_c<spawn_capability::prespawned>);
+      boost::hana::type_c<spawn_capability::cgroup>,
+      boost::hana::type_c<spawn_capability::controlling_terminal>, boost::hana::type_c<spawn_capability::prespawned>);
 
   /// per_key, idle_timeout, max_keys (config.hpp).
   using config = prespawn_settings;

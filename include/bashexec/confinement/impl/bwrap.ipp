@@ -31,7 +31,9 @@
 namespace bashexec {
 
 BASHEXEC_DECL bwrap::bwrap(const sandbox_config& shared, const config& own)
-    : bwrap_style(shared), program_(detail::lookup_trusted_program(own.program)) {
+    : bwrap_style(shared),
+      program_(detail::lookup_trusted_program(own.program)),
+      setsid_(detail::lookup_trusted_program(own.setsid)) {
   own.validate();
   if (::geteuid() == 0) setpriv_ = detail::lookup_trusted_program(own.setpriv);
 }
@@ -43,6 +45,15 @@ BASHEXEC_DECL confined_launch bwrap::prepare(sandbox_mode mode, const std::files
   if (setpriv_)
     require_trusted(*setpriv_, name, mode, root, "the setpriv program (bwrap as root needs it)",
                     "install util-linux or set bwrap::config::setpriv to its path");
+
+  if (plan.controlling_terminal) {
+    // The terminal is taken inside, by the command's own session (the
+    // header comment): bwrap itself never owns it.
+    require_trusted(setsid_, name, mode, root, "the setsid program (a command on a terminal needs it)",
+                    "install util-linux or set bwrap::config::setsid to its path");
+    plan.argv.insert(plan.argv.begin(), {setsid_.path->string(), "--ctty"});
+    plan.controlling_terminal = false;
+  }
 
   detail::pipe_pair status = detail::make_status_pipe();
   const std::size_t status_fd = 3 + plan.inherited_fds.size();

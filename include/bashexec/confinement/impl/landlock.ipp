@@ -30,9 +30,11 @@ namespace detail {
 /// Built lazily by the first spawn that needs each, thread-safe.
 struct landlock_built_once {
   seccomp_filter_cache filters;
-  std::once_flag read_only_once;
-  unique_fd read_only_ruleset;
-  landlock_ruleset read_only_context;
+  // [0] for commands without a terminal, [1] for those on one (which may
+  // also write and drive their own /dev/tty).
+  std::once_flag read_only_once[2];
+  unique_fd read_only_ruleset[2];
+  landlock_ruleset read_only_context[2];
 };
 
 BASHEXEC_DECL std::shared_ptr<landlock_built_once> make_landlock_built_once() {
@@ -89,14 +91,15 @@ BASHEXEC_DECL confined_launch landlock::prepare(sandbox_mode mode, const std::fi
     // kernel copies a ruleset into each new domain, so one descriptor can
     // serve concurrent spawns), and so is the hook's context. The plan owns
     // it through hook_owner, so a pool may run the same hook later.
-    std::call_once(built_->read_only_once, [&] {
-      built_->read_only_ruleset = build_ruleset(mode, root, version, network);
-      auto& context = built_->read_only_context;
-      context.number = built_->read_only_ruleset.get();
+    const int kind = plan.controlling_terminal ? 1 : 0;
+    std::call_once(built_->read_only_once[kind], [&] {
+      built_->read_only_ruleset[kind] = build_ruleset(mode, root, version, network, kind == 1);
+      auto& context = built_->read_only_context[kind];
+      context.number = built_->read_only_ruleset[kind].get();
       if (parts.any()) context.filter = &built_->filters.get(parts);
       context.user_namespace = !privileged() && detail::user_namespace_available();
     });
-    const detail::landlock_ruleset& context = built_->read_only_context;
+    const detail::landlock_ruleset& context = built_->read_only_context[kind];
     plan.hooks.add(pre_exec_hook{&detail::landlock_apply, &context, hook_stage(context)});
     plan.hook_owner = std::shared_ptr<const void>(built_, &context);
     launch.keep_alive = built_;
@@ -106,7 +109,7 @@ BASHEXEC_DECL confined_launch landlock::prepare(sandbox_mode mode, const std::fi
   auto ruleset = std::make_shared<detail::landlock_ruleset>();
   ruleset->built = built_;
   if (parts.any()) ruleset->filter = &built_->filters.get(parts);
-  ruleset->fd = build_ruleset(mode, root, version, network);
+  ruleset->fd = build_ruleset(mode, root, version, network, plan.controlling_terminal);
   ruleset->number = ruleset->fd.get();
   ruleset->user_namespace = !privileged() && detail::user_namespace_available();
   // A spill directory under a granted root (a workspace of `/`) is bound
@@ -154,7 +157,7 @@ BASHEXEC_DECL const char* landlock::hook_stage(const detail::landlock_ruleset& r
 }
 
 BASHEXEC_DECL detail::unique_fd landlock::build_ruleset(sandbox_mode mode, const std::filesystem::path& root,
-                                                       int version, bool network) {
+                                                       int version, bool network, bool terminal) {
   const std::uint64_t handled = detail::landlock_fs_rights_for_abi(version);
   detail::landlock_ruleset_attr attr;
   attr.handled_access_fs = handled;
@@ -170,6 +173,12 @@ BASHEXEC_DECL detail::unique_fd landlock::build_ruleset(sandbox_mode mode, const
   const std::uint64_t null_rights =
       (detail::landlock_access_fs_write_file | detail::landlock_access_fs_truncate) & handled;
   allow(fd.get(), mode, "/dev/null", null_rights, false);
+  // A command on a terminal of its own may write and drive it through
+  // /dev/tty, which names only the caller's controlling terminal: that
+  // one (TIOCSTI there types into its own input, nothing of the host's).
+  if (terminal)
+    allow(fd.get(), mode, "/dev/tty",
+          (detail::landlock_access_fs_write_file | detail::landlock_access_fs_ioctl_dev) & handled, false);
   if (mode == sandbox_mode::workspace_write) {
     allow(fd.get(), mode, root, handled, true);
     allow(fd.get(), mode, "/tmp", handled, false);

@@ -9,7 +9,11 @@
 // takes only this mutex and, through the host, the reactor's.
 #pragma once
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +25,12 @@
 #include <system_error>
 #include <utility>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+
 #include <fmt/core.h>
 
 #include "bashexec/confinement.hpp"
@@ -28,12 +38,16 @@
 #include "bashexec/detail/engine/launch_builder.hpp"
 #include "bashexec/detail/engine/reactor.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
+#include "bashexec/detail/kernel/input_wait_probe.hpp"
+#include "bashexec/detail/kernel/no_sigpipe.hpp"
+#include "bashexec/detail/kernel/pseudo_terminal.hpp"
 #include "bashexec/detail/text/stderr_section.hpp"
 #include "bashexec/detail/text/utf8_boundary.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/output.hpp"
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec::detail {
 
@@ -42,9 +56,15 @@ class task_host {
  public:
   /// The task settled with `final_facts` (on the reactor thread, or in
   /// `start` for a spawn that failed); `held` is the memory it keeps.
-  virtual void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held) = 0;
+  /// `tell_listeners` is false for a foreground run's task that settled
+  /// before it was handed on: the run reports it.
+  virtual void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held,
+                            bool tell_listeners) = 0;
   /// A task's group is being stopped: the reactor must look at its timers.
   virtual void wake_reactor() = 0;
+  /// The task began waiting for input (`facts.input_wait`), once per wait,
+  /// on the reactor thread and outside the task's lock.
+  virtual void task_waiting(task_snapshot facts) = 0;
 
  protected:
   ~task_host() = default;
@@ -54,13 +74,15 @@ template <class Collector, class Confinement>
 class background_task final : public reactor::client {
  public:
   background_task(task_host& host, const launch_builder& builder, const Confinement& confinement,
-                  const exec_spec& spec, std::optional<owner_token> owner)
+                  const exec_spec& spec, std::optional<owner_token> owner, bool foreground = false)
       : host_(host),
         builder_(builder),
         confinement_(confinement),
         owner_token_(std::move(owner)),
         spec_stdin_(spec.stdin_data),
-        cap_(spec.stdout_max_bytes) {
+        cap_(spec.stdout_max_bytes),
+        terminal_(builder.config().terminal),
+        foreground_(foreground) {
     snapshot_.command = spec.command;
     snapshot_.owner = owner_token_;
   }
@@ -85,6 +107,23 @@ class background_task final : public reactor::client {
     if (egress_) snapshot_.network.emplace();
     confined_ = std::move(launch.confined);
     spec_stdin_.reset();
+    runner_holds_command_ = launch.runner_holds_command();
+    if (child_->input_fd() >= 0) {
+      // What /proc calls this command's input (the input-wait probe's
+      // evidence): the terminal's device, or the stdin pipe's inode.
+      if (child_->on_terminal()) {
+        input_.terminal = launch.terminal_device;
+      } else {
+        struct stat info {};
+        if (::fstat(child_->input_fd(), &info) == 0) {
+          input_.pipe_device = info.st_dev;
+          input_.pipe_inode = info.st_ino;
+        }
+      }
+      snapshot_.terminal = child_->on_terminal();
+      snapshot_.input_open = true;
+      note_activity(clock::now());
+    }
   }
 
   /// The reactor could not take the child: kill and reap it now, and settle
@@ -121,6 +160,123 @@ class background_task final : public reactor::client {
     std::lock_guard lock(mutex_);
     if (!child_ || child_->settled()) return false;
     return child_->request_stop(cause, clock::now());
+  }
+
+  /// A foreground run's task becomes a task like any other (its listeners
+  /// told from now on). False when it settled first.
+  bool hand_off() {
+    std::lock_guard lock(mutex_);
+    if (settled_) return false;
+    foreground_ = false;
+    return true;
+  }
+
+  /// Why the task's child was stopped (none while it runs on, or when it
+  /// ended by itself).
+  stop_cause cause() const {
+    std::lock_guard lock(mutex_);
+    return child_ ? child_->cause() : stop_cause::none;
+  }
+
+  /// The settled task's whole output as a foreground run reports it (the
+  /// collectors' `finish`, kept by `stamp`).
+  std::pair<collected_output, collected_output> final_output() const {
+    std::lock_guard lock(mutex_);
+    return {final_out_, final_err_};
+  }
+
+  /// Blocks until the task settles or waits for input, at most until
+  /// `until`; returns its facts then.
+  task_snapshot wait_for_input_or_settled(std::optional<clock::time_point> until) {
+    std::unique_lock lock(mutex_);
+    auto done = [this] { return settled_ || snapshot_.input_wait.has_value(); };
+    if (until)
+      settled_cv_.wait_until(lock, *until, done);
+    else
+      settled_cv_.wait(lock, done);
+    return snapshot_;
+  }
+
+  /// Writes `bytes` to the task's input (its terminal, or a stdin kept
+  /// open): returns how many were taken within the write timeout — fewer
+  /// only when the terminal or pipe stayed full that long. Throws
+  /// input_closed when the task settled, never had input, or closed it.
+  std::size_t write_input(std::string_view bytes) {
+    unique_fd target = input_copy("write to");
+    std::size_t done = 0;
+    const auto until = clock::now() + terminal_.write_timeout;
+    while (done < bytes.size()) {
+      const ssize_t n = write_without_sigpipe(target.get(), bytes.data() + done, bytes.size() - done);
+      if (n > 0) {
+        done += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
+        if (left <= 0) break;
+        pollfd ready{target.get(), POLLOUT, 0};
+        ::poll(&ready, 1, static_cast<int>(left));
+        continue;
+      }
+      // EPIPE (nobody reads the pipe any more) or EIO (the terminal hung up).
+      if (done == 0)
+        throw input_closed(snapshot().id, fmt::format("its input is gone ({})", std::strerror(errno)));
+      break;
+    }
+    std::lock_guard lock(mutex_);
+    note_activity(clock::now());
+    return done;
+  }
+
+  /// End of input: a kept stdin pipe is closed; on a terminal the EOF
+  /// character (^D) is typed, which ends a read at the start of a line.
+  void close_input() {
+    bool terminal = false;
+    {
+      std::lock_guard lock(mutex_);
+      require_input_locked("close the input of");
+      terminal = child_->on_terminal();
+      if (!terminal) {
+        child_->close_input();
+        snapshot_.input_open = false;
+        note_activity(clock::now());
+        return;
+      }
+    }
+    const char eof = terminal_control_character_of(VEOF, '\x04');
+    write_input(std::string_view(&eof, 1));
+  }
+
+  /// A new window for the task's terminal (SIGWINCH to its foreground).
+  void resize(terminal_size size) {
+    if (size.rows == 0 || size.columns == 0)
+      throw std::invalid_argument(fmt::format("terminal: rows and columns must be positive, got {}x{}", size.rows,
+                                              size.columns));
+    std::lock_guard lock(mutex_);
+    require_input_locked("resize the terminal of");
+    if (!child_->on_terminal())
+      throw std::invalid_argument(fmt::format("task {} has no terminal to resize", snapshot_.id));
+    resize_terminal(child_->input_fd(), size);
+  }
+
+  /// What ^C does: SIGINT to the terminal's foreground process group; for a
+  /// task on pipes, to its command (the group, or inside a runner's pid
+  /// namespace every process but the runner and the namespace's init).
+  /// Returns false when the task had settled.
+  bool interrupt() {
+    std::lock_guard lock(mutex_);
+    if (!child_ || child_->settled()) return false;
+    pid_t group = child_->on_terminal() && child_->input_fd() >= 0 ? terminal_foreground_group(child_->input_fd()) : -1;
+    if (group > 0) {
+      ::kill(-group, SIGINT);
+    } else if (runner_holds_command_) {
+      for (pid_t pid : command_processes(child_->pid())) ::kill(pid, SIGINT);
+    } else {
+      child_->signal_group(SIGINT);
+    }
+    note_activity(clock::now());
+    return true;
   }
 
   /// Stops the task when `stop` is requested (contract 9). Call once, with
@@ -190,15 +346,31 @@ class background_task final : public reactor::client {
   }
   void on_event(child_source source, char* scratch, std::size_t size, clock::time_point now) override {
     std::lock_guard lock(mutex_);
+    const std::uint64_t before = child_->out().total() + child_->err().total();
     child_->dispatch(source, scratch, size, now);
+    if (child_->out().total() + child_->err().total() != before) note_activity(now);
   }
   std::optional<clock::time_point> deadline() override {
     std::lock_guard lock(mutex_);
-    return child_->next_deadline();
+    auto next = child_->next_deadline();
+    if (watching_input()) next = next ? std::min(*next, next_look_) : next_look_;
+    return next;
   }
   void on_time(clock::time_point now) override {
-    std::lock_guard lock(mutex_);
-    child_->on_time(now);
+    std::optional<task_snapshot> began_waiting;
+    bool tell = false;
+    {
+      std::lock_guard lock(mutex_);
+      child_->on_time(now);
+      if (watching_input() && now >= next_look_ && look_for_input_wait(now)) {
+        began_waiting = snapshot_;
+        tell = !foreground_;  // a foreground run tells of its own wait once handed on
+      }
+    }
+    if (began_waiting) {
+      settled_cv_.notify_all();
+      if (tell) host_.task_waiting(std::move(*began_waiting));
+    }
   }
   bool settled() override {
     std::lock_guard lock(mutex_);
@@ -219,6 +391,7 @@ class background_task final : public reactor::client {
     task_snapshot final_facts;
     std::uint64_t held = 0;
     std::uint64_t serial = 0;
+    bool tell = true;
     {
       std::lock_guard lock(mutex_);
       stamp();
@@ -226,9 +399,10 @@ class background_task final : public reactor::client {
       final_facts = snapshot_;
       held = memory_held();
       serial = serial_;
+      tell = !foreground_;
     }
     settled_cv_.notify_all();
-    host_.task_settled(std::move(final_facts), serial, held);
+    host_.task_settled(std::move(final_facts), serial, held, tell);
   }
 
   /// Whether members that detached from the task's output are still live
@@ -251,6 +425,86 @@ class background_task final : public reactor::client {
   }
 
  private:
+  /// Output or input just happened: a wait (if any) is over, and the next
+  /// look comes a quiet period from now.
+  void note_activity(clock::time_point now) {
+    quiet_since_ = now;
+    snapshot_.input_wait.reset();
+    look_interval_ = terminal_.quiet;
+    next_look_ = now + terminal_.quiet;
+  }
+
+  bool watching_input() const {
+    return child_ && !child_->settled() && child_->input_fd() >= 0 && !snapshot_.input_wait;
+  }
+
+  /// One look at the kernel's evidence (detail/kernel/input_wait_probe.hpp),
+  /// once output and input have been quiet; backs off while the command
+  /// stays busy. Returns whether the task began waiting.
+  bool look_for_input_wait(clock::time_point now) {
+    if (now < quiet_since_ + terminal_.quiet) {
+      next_look_ = quiet_since_ + terminal_.quiet;
+      return false;
+    }
+    look_interval_ = std::min(look_interval_ * 2, terminal_.max_interval);
+    next_look_ = now + look_interval_;
+    if (child_->feeding_stdin()) return false;  // stdin_data is still on its way
+    // Bytes still in the pipe: the reader is about to wake, not waiting.
+    if (int pending = 0; !child_->on_terminal() && ::ioctl(child_->input_fd(), FIONREAD, &pending) == 0 && pending > 0)
+      return false;
+    const auto reader = probe_input_wait(child_->pid(), input_);
+    if (!reader) return false;
+    input_wait wait;
+    wait.since = std::chrono::system_clock::now();
+    wait.prompt = prompt_text();
+    wait.pid = reader->pid;
+    wait.call = reader->call;
+    wait.raw = child_->on_terminal() && terminal_is_raw(child_->input_fd());
+    snapshot_.input_wait = std::move(wait);
+    return true;
+  }
+
+  /// The text after the output's last newline, at most prompt_bytes, cut
+  /// on a character boundary.
+  std::string prompt_text() const {
+    const std::uint64_t total = child_->out().total();
+    const std::uint64_t look_back = terminal_.prompt_bytes * 4;
+    std::string tail = child_->out().since(total > look_back ? total - look_back : 0).bytes;
+    if (const auto newline = tail.rfind('\n'); newline != std::string::npos) tail.erase(0, newline + 1);
+    if (tail.size() > terminal_.prompt_bytes) {
+      std::size_t cut = tail.size() - terminal_.prompt_bytes;
+      while (cut < tail.size() && (static_cast<unsigned char>(tail[cut]) & 0xC0) == 0x80) ++cut;
+      tail.erase(0, cut);
+    }
+    tail.resize(tail.size() - incomplete_utf8_suffix(tail));
+    return tail;
+  }
+
+  void require_input_locked(std::string_view what) const {
+    if (!child_ || child_->settled() || settled_)
+      throw input_closed(snapshot_.id, fmt::format("cannot {} it: the task has settled", what));
+    if (child_->input_fd() < 0)
+      throw input_closed(snapshot_.id, fmt::format("cannot {} it: it takes no input (start it with a terminal or "
+                                                   "keep_stdin_open)",
+                                                   what));
+  }
+
+  /// A private copy of the input descriptor, so a write may wait for room
+  /// without holding the task's lock (which the reactor thread takes).
+  unique_fd input_copy(std::string_view what) const {
+    std::lock_guard lock(mutex_);
+    require_input_locked(what);
+    unique_fd copy(::fcntl(child_->input_fd(), F_DUPFD_CLOEXEC, 3));
+    if (!copy) throw_syscall("fcntl(F_DUPFD_CLOEXEC) of the task's input");
+    return copy;
+  }
+
+  char terminal_control_character_of(int which, char fallback) const {
+    std::lock_guard lock(mutex_);
+    require_input_locked("type into");
+    return terminal_control_character(child_->input_fd(), which, fallback);
+  }
+
   std::uint64_t memory_held() const {
     std::uint64_t held = snapshot_.command.capacity() + spawn_error_.capacity();
     if (child_) held += held_bytes(child_->out()) + held_bytes(child_->err());
@@ -263,8 +517,12 @@ class background_task final : public reactor::client {
       return;
     }
     leftovers_ = child_->has_live_members();
-    const collected_output out = child_->out().finish();  // closes the spill files; the tails stay readable
-    const collected_output err = child_->err().finish();
+    final_out_ = child_->out().finish();  // closes the spill files; the tails stay readable
+    final_err_ = child_->err().finish();
+    const collected_output& out = final_out_;
+    const collected_output& err = final_err_;
+    snapshot_.input_wait.reset();
+    snapshot_.input_open = false;
     const verdict v = classify(confinement_, confined_, child_->exit(), err.text, out.text);
     const exit_facts exit = v.command_exit.value_or(child_->exit());
     snapshot_.exit_code = exit.exit_code;
@@ -290,7 +548,18 @@ class background_task final : public reactor::client {
   std::optional<owner_token> owner_token_;
   std::optional<std::string> spec_stdin_;
   std::size_t cap_ = 0;
+  const terminal_settings& terminal_;
   std::optional<confined_launch> confined_;
+  collected_output final_out_;
+  collected_output final_err_;
+  bool runner_holds_command_ = false;
+  bool foreground_ = false;  // a foreground run's, not handed on yet
+  // Input waits (terminal.hpp): what the command's input is, when output or
+  // input last happened, and when the probe looks next.
+  input_identity input_;
+  clock::time_point quiet_since_{};
+  clock::time_point next_look_{};
+  std::chrono::milliseconds look_interval_{};
   std::optional<child_run<Collector>> child_;
   std::unique_ptr<egress_session> egress_;  // allowlist: this task's proxy, until it settles
   std::uint64_t out_offset_ = 0;

@@ -75,10 +75,18 @@ struct stop_timing {
 };
 
 /// The parent's ends of a child's pipes (non-blocking, close-on-exec).
+/// On a terminal `out` is the master (stdout and stderr merged; `err` is
+/// closed) and `in`, when there is `stdin_data`, a copy of it.
 struct parent_pipes {
   unique_fd in;
   unique_fd out;
   unique_fd err;
+  /// Where later input goes (`write_input`): the terminal's master, or the
+  /// write end of a stdin pipe kept open. Never watched by an event loop:
+  /// writes happen in the caller's thread, bounded (background_task.hpp).
+  unique_fd input;
+  /// `out` is a terminal's master.
+  bool terminal = false;
 };
 
 enum class child_source { out, err, in, exit };
@@ -223,6 +231,15 @@ class child_run {
 
   bool settled() const noexcept { return settled_; }
   pid_t pid() const noexcept { return process_.pid(); }
+  /// The descriptor later input is written to; -1 when there is none.
+  int input_fd() const noexcept { return pipes_.input.get(); }
+  /// Closes a kept stdin pipe: the command reads end of file.
+  void close_input() noexcept { pipes_.input.reset(); }
+  bool on_terminal() const noexcept { return pipes_.terminal; }
+  /// One signal to the spawned process's group (an interrupt, not a stop).
+  void signal_group(int signo) const noexcept { process_.signal_group(signo); }
+  /// `stdin_data` is still being written (later input would interleave).
+  bool feeding_stdin() const noexcept { return static_cast<bool>(pipes_.in); }
   stop_cause cause() const noexcept { return cause_; }
   const exit_facts& exit() const noexcept { return exit_; }
   Collector& out() noexcept { return out_; }
@@ -326,6 +343,7 @@ class child_run {
       pipe.reset();
     }
     pipes_.in.reset();
+    pipes_.input.reset();
     // An empty cgroup goes back to the executor's free list at once; one
     // that still holds detached members (a background task's `daemon &`)
     // goes with this object, after disposal killed them.

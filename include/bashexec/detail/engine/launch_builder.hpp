@@ -50,6 +50,9 @@ struct child_pipe {
 
 BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads);
 
+/// A close-on-exec copy of `fd` above 0-2 (the same open file description).
+BASHEXEC_DECL unique_fd duplicate(const unique_fd& fd);
+
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir);
 
 /// Why `shell` must not run for this executor: not an absolute path, not
@@ -64,6 +67,9 @@ struct prepared_launch {
   std::optional<sandbox_info> info;
   parent_pipes pipes;
   unique_fd child_in, child_out, child_err;
+  /// On a terminal: the slave's device number (how /proc names it) — the
+  /// input-wait probe's evidence (detail/kernel/input_wait_probe.hpp).
+  dev_t terminal_device = 0;
   std::optional<cgroup_lease> cgroup;  // cgroup containment
   containment_mechanism containment = containment_mechanism::process_group;
   /// Under `network = allowlist`: that step's context (on the heap: the
@@ -145,23 +151,28 @@ class launch_builder {
   prepared_launch build(const exec_spec& spec, const Confinement& confinement,
                         std::optional<sandbox_mode> confine_under) const {
     prepared_launch p;
-    auto out = make_child_pipe(true);
-    auto err = make_child_pipe(true);
-    p.pipes.out = std::move(out.parent);
-    p.pipes.err = std::move(err.parent);
-    p.child_out = std::move(out.child);
-    p.child_err = std::move(err.child);
-    if (spec.stdin_data) {
-      auto in = make_child_pipe(false);
-      p.pipes.in = std::move(in.parent);
-      p.child_in = std::move(in.child);
+    if (spec.terminal) {
+      add_terminal(p, spec);
+    } else {
+      auto out = make_child_pipe(true);
+      auto err = make_child_pipe(true);
+      p.pipes.out = std::move(out.parent);
+      p.pipes.err = std::move(err.parent);
+      p.child_out = std::move(out.child);
+      p.child_err = std::move(err.child);
+      if (spec.stdin_data || spec.keep_stdin_open) {
+        auto in = make_child_pipe(false);
+        if (spec.keep_stdin_open) p.pipes.input = duplicate(in.parent);
+        p.pipes.in = std::move(in.parent);
+        p.child_in = std::move(in.child);
+      }
+      p.plan.env = child_environment(spec.env ? &*spec.env : nullptr, config_.scrub);
+      p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
+      p.plan.stdout_fd = p.child_out.get();
+      p.plan.stderr_fd = p.child_err.get();
     }
     p.plan.argv = {config_.shell.string(), "-c", spec.command};
-    p.plan.env = child_environment(spec.env ? &*spec.env : nullptr, config_.scrub);
     p.plan.workdir = spec.workdir;
-    p.plan.stdin_fd = p.child_in ? p.child_in.get() : dev_null_.get();
-    p.plan.stdout_fd = p.child_out.get();
-    p.plan.stderr_fd = p.child_err.get();
     p.plan.limits = plan_limits(config_.limits);
     // A spill directory under a root workspace-write grants (a workspace of
     // `/`) is made before such a spawn, so that it is bound read-only.
@@ -223,6 +234,12 @@ class launch_builder {
   }
 
  private:
+  /// A terminal of the command's own (detail/kernel/pseudo_terminal.hpp):
+  /// its slave as the plan's stdin, stdout, stderr and controlling
+  /// terminal, its master as the parent's output and input, TERM a real
+  /// terminal type (unless the request sets one).
+  void add_terminal(prepared_launch& p, const exec_spec& spec) const;
+
   /// Plans the egress step (detail/kernel/egress_namespace.hpp) and the proxy
   /// variables; sandbox_unavailable under `mode` when the namespace cannot
   /// be made here (not root and user namespaces refused).

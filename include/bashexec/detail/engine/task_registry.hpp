@@ -76,6 +76,15 @@ class task_registry {
     return id;
   }
 
+  /// Lets go of `id` at once, as if forgotten, without removing its spill
+  /// files (a foreground run that settled reports them).
+  void release(const task_id& id) {
+    const auto serial = serial_of(id);
+    if (!serial) return;
+    std::lock_guard lock(mutex_);
+    tasks_.erase(*serial);
+  }
+
   /// The task of `id`. Throws task_forgotten or unknown_task.
   std::shared_ptr<Task> find(const task_id& id) const {
     const auto serial = serial_of(id);

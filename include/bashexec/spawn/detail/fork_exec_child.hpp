@@ -16,6 +16,8 @@
 //      the parent's;
 //   4. stdin/stdout/stderr to 0/1/2 and inherited_fds[i] to 3+i (each source
 //      first duplicated above the target range, so overlaps cannot clobber);
+//      then, for a plan with controlling_terminal, TIOCSCTTY on fd 0 (the
+//      session leader takes its terminal; its group becomes the foreground);
 //   5. chdir(workdir) (skipped when the plan's workdir is empty);
 //   6. every descriptor >= 3+inherited marked close-on-exec (close_range);
 //   7. the plan's resource limits, each with prlimit64(0, …) — last, so
@@ -52,7 +54,7 @@ struct clone3_args {
 
 /// Which child step failed; travels through the error pipe.
 /// `receive`: a prespawned process could not read its command (spawn/detail/prespawn_child.hpp).
-enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup, receive };
+enum class child_stage : int { setsid = 1, hook, dup, chdir, cloexec, rlimit, execve, cgroup, receive, terminal };
 
 struct child_report {
   child_stage stage;
@@ -75,6 +77,7 @@ struct child_context {
   const resource_limit* limits = nullptr;
   int limit_count = 0;
   int cgroup_procs_fd = -1;  // -1: no cgroup to join
+  bool controlling_terminal = false;  // fd 0 becomes the controlling terminal (step 4)
   // When set: the CPU mask to restore first thing (a cpu_set_t of
   // `affinity_bytes` in the parent's memory). fork_exec pins its thread to
   // its CPU around clone3(CLONE_INTO_CGROUP), so the child starts there

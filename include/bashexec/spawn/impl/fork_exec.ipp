@@ -53,7 +53,8 @@ BASHEXEC_DECL process_handle fork_exec::spawn(const launch_plan& plan) const {
                             static_cast<int>(plan.hooks.size()),
                             plan.limits.begin(),
                             static_cast<int>(plan.limits.size()),
-                            plan.cgroup_procs_fd};
+                            plan.cgroup_procs_fd,
+                            plan.controlling_terminal};
 
   auto [pid, pidfd] = clone_child(ctx, plan.cgroup_procs_fd >= 0 ? plan.cgroup_fd : -1);
   errors.write.reset();  // our copy: EOF must mean "the child exec'd or died"
@@ -242,6 +243,8 @@ BASHEXEC_DECL void detail::throw_child_failure(const launch_plan& plan, const st
       throw infrastructure_error(fmt::format("join cgroup (write \"0\" to cgroup.procs): {}", text));
     case child_stage::receive:
       throw infrastructure_error(fmt::format("prespawned: receive the command: {}", text));
+    case child_stage::terminal:
+      throw infrastructure_error(fmt::format("TIOCSCTTY (take the command's terminal): {}", text));
   }
   throw infrastructure_error(fmt::format("fork_exec: child failed at stage {}: {}",
                                          static_cast<int>(report.stage), text));

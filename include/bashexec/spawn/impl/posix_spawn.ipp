@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <csignal>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -45,9 +47,20 @@ BASHEXEC_DECL process_handle posix_spawner::spawn(const launch_plan& plan) const
     for (int target = 0; target < next; ++target)
       if (const int source = sources[static_cast<std::size_t>(target)]; source >= 0)
         ::posix_spawn_file_actions_adddup2(actions, source, top + target);
+  // The terminal by its path: opened (without O_NOCTTY) by the new session
+  // leader, it becomes the controlling terminal (launch.hpp).
+  std::string terminal_path;
+  if (plan.controlling_terminal) {
+    char path[128];
+    if (int error = ::ttyname_r(plan.stdin_fd, path, sizeof path); error != 0)
+      detail::throw_syscall("ttyname_r (the command's terminal)", error);
+    terminal_path = path;
+  }
   for (int target = 0; target < next; ++target) {
     const int source = sources[static_cast<std::size_t>(target)];
-    if (source < 0)
+    if (target == 0 && !terminal_path.empty())
+      ::posix_spawn_file_actions_addopen(actions, 0, terminal_path.c_str(), O_RDWR, 0);
+    else if (source < 0)
       ::posix_spawn_file_actions_addopen(actions, target, "/dev/null", O_RDWR, 0);
     else
       ::posix_spawn_file_actions_adddup2(actions, overlap ? top + target : source, target);

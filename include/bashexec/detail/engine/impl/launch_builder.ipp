@@ -3,9 +3,11 @@
 
 #include "bashexec/detail/engine/launch_builder.hpp"
 
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -16,6 +18,7 @@
 #include <fmt/core.h>
 
 #include "bashexec/detail/kernel/capabilities.hpp"
+#include "bashexec/detail/kernel/pseudo_terminal.hpp"
 #include "bashexec/detail/kernel/user_namespace.hpp"
 #include "bashexec/detail/trust/find_program.hpp"
 
@@ -50,6 +53,29 @@ BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads) {
   unique_fd child = above_stdio(parent_reads ? std::move(w) : std::move(r));
   if (::fcntl(parent.get(), F_SETFL, O_NONBLOCK) != 0) throw_syscall("fcntl(O_NONBLOCK)");
   return {std::move(parent), std::move(child)};
+}
+
+BASHEXEC_DECL unique_fd duplicate(const unique_fd& fd) {
+  const int copy = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
+  if (copy < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
+  return unique_fd(copy);
+}
+
+BASHEXEC_DECL void launch_builder::add_terminal(prepared_launch& p, const exec_spec& spec) const {
+  pseudo_terminal pty = open_pseudo_terminal(*spec.terminal);
+  p.terminal_device = terminal_device(pty.slave.get());
+  p.pipes.terminal = true;
+  p.pipes.input = duplicate(pty.master);
+  if (spec.stdin_data) p.pipes.in = duplicate(pty.master);  // typed ahead, then later input
+  p.pipes.out = std::move(pty.master);
+  p.child_in = std::move(pty.slave);
+  p.plan.stdin_fd = p.plan.stdout_fd = p.plan.stderr_fd = p.child_in.get();
+  p.plan.controlling_terminal = true;
+  // TERM names a real terminal here; the request's own TERM still wins.
+  std::map<std::string, std::string> env;
+  if (spec.env) env = *spec.env;
+  env.try_emplace("TERM", config_.terminal.term);
+  p.plan.env = child_environment(&env, config_.scrub);
 }
 
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir) {

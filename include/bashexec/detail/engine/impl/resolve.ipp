@@ -32,6 +32,9 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
     if (!network::domain_pattern::parse(request.network_grants[i]))
       throw std::invalid_argument(fmt::format("network_grants[{}]: \"{}\" is not a domain name or *.wildcard", i,
                                               request.network_grants[i]));
+  if (request.terminal && (request.terminal->rows == 0 || request.terminal->columns == 0))
+    throw std::invalid_argument(fmt::format("terminal: rows and columns must be positive, got {}x{}",
+                                            request.terminal->rows, request.terminal->columns));
   exec_spec spec;
   spec.command = std::move(request.command);
   spec.workdir = request.workdir ? context.cwd / *request.workdir : context.cwd;  // an absolute workdir replaces cwd
@@ -44,6 +47,8 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   spec.mode = request.mode ? request.mode : context.default_mode;
   spec.network_grants = std::move(request.network_grants);
   spec.progress = std::move(request.progress);
+  spec.terminal = request.terminal;
+  spec.keep_stdin_open = request.keep_stdin_open;
   return spec;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -85,6 +86,10 @@ BASHEXEC_DECL BASHEXEC_CHILD_CODE void child_finish(const child_context& ctx) no
   }
   for (int i = 0; i < ctx.count; ++i)
     if (::syscall(SYS_dup3, ctx.scratch[i], i, 0) < 0) child_fail(error_fd, child_stage::dup, errno);
+  // A session leader without a terminal takes the one on fd 0; it is this
+  // command's own, so nothing is stolen (the argument 0 never steals).
+  if (ctx.controlling_terminal && ::syscall(SYS_ioctl, 0, TIOCSCTTY, 0) != 0)
+    child_fail(error_fd, child_stage::terminal, errno);
 
   if (ctx.workdir[0] != '\0' && ::syscall(SYS_chdir, ctx.workdir) != 0)
     child_fail(error_fd, child_stage::chdir, errno);

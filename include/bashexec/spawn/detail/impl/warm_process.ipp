@@ -161,6 +161,7 @@ BASHEXEC_DECL std::optional<process_handle> warm_process::claim(const launch_pla
   ctx.workdir = workdir.c_str();
   ctx.limits = plan.limits.begin();
   ctx.limit_count = static_cast<int>(plan.limits.size());
+  ctx.controlling_terminal = plan.controlling_terminal;
 
   claim_message message;
   message.context = reinterpret_cast<std::uintptr_t>(&ctx);

@@ -1,0 +1,203 @@
+// Talking to a running command (docs/contract.md items 22-27,
+// docs/terminals.md): a terminal of the command's own, input to a running
+// task, and "waiting for input" as a fact read from the kernel — through
+// the unconfined executor and both confining backends (bwrap, Landlock),
+// each over fork_exec; the unconfined ones over posix_spawn and the
+// prespawned pool too.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <bashexec/bashexec.hpp>
+#include <bashexec/signal_name.hpp>
+
+#include "executor_test_support.hpp"
+#include "sandbox_test_support.hpp"
+
+using namespace bashexec;
+using namespace std::chrono_literals;
+using test_support::eventually;
+using test_support::fast_config;
+
+namespace {
+
+using posix_spawn_terminal_executor = basic_executor<policies<spawn_with<posix_spawner>>>;
+using prespawned_local_executor =
+    test_support::warm_executor<policies<spawn_with<prespawned>>>;
+
+/// Why `Executor` cannot run here (a confining backend missing); empty when it can.
+template <class Executor>
+std::optional<std::string> missing() {
+  if constexpr (Executor::confines)
+    return test_support::backend_missing<Executor>();
+  else
+    return std::nullopt;
+}
+
+template <class Executor>
+executor_config terminal_config(const std::filesystem::path& workspace) {
+  executor_config config = fast_config();
+  config.cwd = workspace;
+  if constexpr (Executor::confines) config.sandbox.default_mode = sandbox_mode::workspace_write;
+  return config;
+}
+
+exec_request on_terminal(std::string command, terminal_size size = {}) {
+  exec_request request{.command = std::move(command)};
+  request.terminal = size;
+  return request;
+}
+
+/// Starts `command` on a terminal and waits until it waits for input.
+template <class Executor>
+task_id start_waiting(Executor& exec, std::string command) {
+  const task_id id = exec.start(exec.resolve(on_terminal(std::move(command))));
+  auto facts = exec.wait_for_input(id, 10s);
+  REQUIRE(facts);
+  REQUIRE(facts->input_wait);
+  return id;
+}
+
+/// Everything a task printed from now until `until` holds or 10 s pass.
+template <class Executor, class Pred>
+std::string read_until(Executor& exec, const task_id& id, Pred until) {
+  std::string seen;
+  eventually([&] {
+    seen += exec.read_output(id).delta;
+    return until(seen);
+  });
+  return seen;
+}
+
+}  // namespace
+
+#define TERMINAL_EXECUTORS                                                                             \
+  local_executor, posix_spawn_terminal_executor, prespawned_local_executor, test_support::bwrap_executor, \
+      test_support::landlock_executor
+
+TEMPLATE_TEST_CASE("a command on a terminal has it as stdin, stdout, stderr and controlling terminal",
+                   "[terminal]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  auto result = exec.run(exec.resolve(on_terminal(
+      "test -t 0 && test -t 1 && test -t 2 && echo all-ttys; echo to-stderr >&2; "
+      "exec 3</dev/tty && echo has-ctty; stty size; echo \"TERM=$TERM\"",
+      {.rows = 33, .columns = 101})));
+  CHECK(result.exit_code == 0);
+  CHECK(result.terminal);
+  CHECK(result.err.text.empty());
+  CHECK(result.out.text.find("all-ttys\n") != std::string::npos);
+  CHECK(result.out.text.find("to-stderr\n") != std::string::npos);  // merged, as on any terminal
+  CHECK(result.out.text.find("has-ctty\n") != std::string::npos);
+  CHECK(result.out.text.find("33 101\n") != std::string::npos);
+  CHECK(result.out.text.find("TERM=xterm-256color\n") != std::string::npos);
+  CHECK_FALSE(result.continued_as);
+}
+
+TEMPLATE_TEST_CASE("a foreground run that waits for input returns as such and goes on as a task",
+                   "[terminal]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  exec_request request = on_terminal("echo before; read -p 'Continue? [Y/n] ' answer; echo \"got:$answer\"; exit 7");
+  request.owner = owner_token("session-a");
+  const auto started = test_support::steady::now();
+  auto result = exec.run(exec.resolve(std::move(request)));
+  CHECK(test_support::ms_since(started) < 5000);
+  REQUIRE(result.continued_as);
+  REQUIRE(result.input_wait);
+  CHECK_FALSE(result.timed_out);
+  CHECK_FALSE(result.exit_code);
+  CHECK(result.input_wait->prompt == "Continue? [Y/n] ");
+  CHECK(result.input_wait->call == "read");
+  CHECK(result.out.text.find("before\n") != std::string::npos);
+  const task_id id = *result.continued_as;
+  CHECK(exec.owner_of(id) == owner_token("session-a"));
+  CHECK(exec.get(id).status == task_status::running);
+  CHECK(exec.write_input(id, "yes\n") == 4);
+  auto done = exec.wait(id);
+  CHECK(done.status == task_status::completed);
+  CHECK(done.exit_code == 7);
+  const std::string rest = exec.read_output(id).delta;
+  CHECK(rest.find("got:yes") != std::string::npos);
+  CHECK(rest.find("before") == std::string::npos);  // the run returned that part already
+}
+
+TEMPLATE_TEST_CASE("^C at a terminal interrupts the foreground of a running task", "[terminal]",
+                   TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  SECTION("as a keystroke") {
+    const task_id id = exec.start(exec.resolve(on_terminal("trap 'echo caught; exit 3' INT; echo ready; sleep 30 & wait")));
+    read_until(exec, id, [](const std::string& s) { return s.find("ready") != std::string::npos; });
+    CHECK(exec.write_input(id, "\x03") == 1);
+    auto done = exec.wait(id);
+    CHECK(done.exit_code == 3);
+  }
+  SECTION("as interrupt()") {
+    const task_id id = exec.start(exec.resolve(on_terminal("echo ready; exec sleep 30")));
+    read_until(exec, id, [](const std::string& s) { return s.find("ready") != std::string::npos; });
+    CHECK(exec.interrupt(id));
+    auto done = exec.wait(id);
+    if constexpr (test_support::confined_by<TestType, bwrap>) {
+      // bwrap's pid-namespace init reports a signal death as 128 + N.
+      CHECK(done.exit_code == 128 + SIGINT);
+    } else {
+      CHECK(done.status == task_status::killed);
+      CHECK(done.signal == SIGINT);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("quiet work is never reported as waiting for input", "[terminal]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  const char* quiet_work[] = {
+      "sleep 2",
+      "timeout 2 sh -c 'while :; do :; done'",
+      "sleep 2 | cat",
+      "head -c 1 /dev/zero >/dev/null; sleep 2",
+      "cat <&0 >/dev/null & sleep 2; kill $!",
+  };
+  for (const char* command : quiet_work) {
+    INFO(command);
+    const task_id id = exec.start(exec.resolve(on_terminal(command)));
+    auto facts = exec.wait_for_input(id, 10s);
+    REQUIRE(facts);
+    CHECK_FALSE(facts->input_wait);
+    CHECK(facts->status != task_status::running);
+  }
+}
+
+TEMPLATE_TEST_CASE("a kept stdin pipe takes input, reports its waits and reads end of file on close",
+                   "[terminal]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  exec_request request{.command = "while read line; do echo \"line:$line\"; done; echo eof"};
+  request.keep_stdin_open = true;
+  const task_id id = exec.start(exec.resolve(std::move(request)));
+  auto facts = exec.wait_for_input(id, 10s);
+  REQUIRE(facts);
+  CHECK(facts->input_wait);
+  CHECK_FALSE(facts->terminal);
+  CHECK(exec.write_input(id, "one\n") == 4);
+  read_until(exec, id, [](const std::string& s) { return s.find("line:one") != std::string::npos; });
+  exec.close_input(id);
+  auto done = exec.wait(id);
+  CHECK(done.exit_code == 0);
+  CHECK(exec.read_output(id).delta.find("eof") != std::string::npos);
+  CHECK_THROWS_AS(exec.write_input(id, "late\n"), input_closed);
+}
