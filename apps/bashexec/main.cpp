@@ -209,8 +209,9 @@ int tools_command(std::vector<std::string_view> argv) {
   const auto answered = read_flags("tools", std::move(argv), tools_help,
                                    [&](auto flag, auto& args) { return parse_common(flag, args, options); });
   if (answered) return *answered;
-  // The schemas depend only on whether the executor confines.
-  fmt::print("{}\n", tool_schemas(options.confined()).dump(2));
+  // The schemas depend only on whether the executor confines (every
+  // executor the CLI builds takes input: `tty` and bash_input).
+  fmt::print("{}\n", tool_schemas(options.confined(), false, true).dump(2));
   return 0;
 }
 

@@ -34,11 +34,15 @@
 //
 // `tool_executor` is the part the tools use (no list, owner_of, wait): a
 // test double of the tool layer needs no more, and every executor is one.
+// `interactive_executor` adds input to running tasks (terminal.hpp); the
+// tools offer `tty` and `bash_input` only over one.
 #pragma once
 
 #include <chrono>
 #include <concepts>
+#include <cstddef>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +51,7 @@
 #include "bashexec/result.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/subscription.hpp"
+#include "bashexec/terminal.hpp"
 
 namespace bashexec {
 
@@ -100,6 +105,18 @@ concept executor = tool_executor<E> && requires(E& executor, const E& const_exec
   { executor.wait(id) } -> std::convertible_to<task_snapshot>;
   { executor.wait_for(id, timeout) } -> std::convertible_to<std::optional<task_snapshot>>;
   { executor.on_task_done(detail::task_listener_probe{}) } -> std::same_as<subscription>;
+};
+
+/// An executor whose tasks take input (terminal.hpp; basic_executor's
+/// write_input, close_input, resize, interrupt and wait_for_input).
+template <class E>
+concept interactive_executor = tool_executor<E> && requires(E& executor, const task_id& id, std::string_view bytes,
+                                                           std::chrono::milliseconds timeout, terminal_size size) {
+  { executor.write_input(id, bytes) } -> std::convertible_to<std::size_t>;
+  executor.close_input(id);
+  executor.resize(id, size);
+  { executor.interrupt(id) } -> std::convertible_to<bool>;
+  { executor.wait_for_input(id, timeout) } -> std::convertible_to<std::optional<task_snapshot>>;
 };
 
 }  // namespace bashexec

@@ -192,7 +192,9 @@ TEST_CASE("bashexec mcp --http refuses an address it cannot serve, naming the fl
 TEST_CASE("bashexec tools prints the schemas, with escalation fields only under a sandbox", "[cli]") {
   auto confined = json::parse(cli_run("tools").out.text);
   auto open = json::parse(cli_run("tools --unconfined").out.text);
-  REQUIRE(confined.size() == 3);
+  REQUIRE(confined.size() == 4);  // bash_input too: the CLI's executors take input
+  CHECK(confined[3]["name"] == "bash_input");
+  CHECK(confined[0]["input_schema"]["properties"].contains("tty"));
   CHECK(confined[0]["name"] == "bash");
   CHECK(confined[0].dump().find("sandbox_permissions") != std::string::npos);
   CHECK(open[0].dump().find("sandbox_permissions") == std::string::npos);
@@ -205,7 +207,7 @@ TEST_CASE("bashexec serve answers every request line, concurrently, and shuts do
   SECTION("the tools listing, a foreground call and a malformed line") {
     server.send({{"id", 1}, {"op", "tools"}});
     auto tools = server.reply_to(1);
-    CHECK(tools["tools"].size() == 3);
+    CHECK(tools["tools"].size() == 4);
 
     server.send(bash_call(2, "s1", "echo hello"));
     auto hello = server.reply_to(2);

@@ -208,7 +208,9 @@ await section('initialize', async () => {
 await section('list tools', async () => {
   const { tools } = await client.listTools();
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-  check('list tools: bash, bash_output, bash_kill', tools.map((t) => t.name).join(',') === 'bash,bash_output,bash_kill');
+  check('list tools: bash, bash_output, bash_kill, bash_input', tools.map((t) => t.name).join(',') === 'bash,bash_output,bash_kill,bash_input');
+  check('list tools: bash offers tty', 'tty' in byName.bash.inputSchema.properties);
+  check('list tools: bash_input is not read-only', byName.bash_input.annotations?.readOnlyHint === false);
   check('list tools: bash inputSchema requires command', byName.bash.inputSchema.required.includes('command'));
   check('list tools: bash offers sandbox_permissions', 'sandbox_permissions' in byName.bash.inputSchema.properties);
   check('list tools: bash_output is read-only', byName.bash_output.annotations?.readOnlyHint === true);
@@ -365,7 +367,8 @@ await section('tasks: capability and taskSupport', async () => {
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   check('tasks: bash is optional, bash_output and bash_kill are not tasks',
     byName.bash.execution?.taskSupport === 'optional' && byName.bash_output.execution === undefined &&
-      byName.bash_kill.execution === undefined, JSON.stringify(tools.map((t) => t.execution)));
+      byName.bash_kill.execution === undefined && byName.bash_input.execution === undefined,
+    JSON.stringify(tools.map((t) => t.execution)));
 });
 
 await section('tasks: callToolStream to the same result a plain call gives', async () => {

@@ -137,7 +137,7 @@ for asked, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26
     tools = s.request(1, "tools/list")["result"]["tools"]
     has_annotations = all("annotations" in t for t in tools)
     check(f"tools/list under {asked}: annotations only from 2025-03-26", has_annotations == (answered >= "2025-03-26"))
-    has_output_schema = all("outputSchema" in t for t in tools) and len(tools) == 3
+    has_output_schema = all("outputSchema" in t for t in tools) and len(tools) == 4
     check(f"tools/list under {asked}: an outputSchema on every tool only from 2025-06-18",
           has_output_schema == (answered >= "2025-06-18") and (has_output_schema or all("outputSchema" not in t for t in tools)))
     call = s.request(2, "tools/call", bash("exit 4"))["result"]

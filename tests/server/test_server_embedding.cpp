@@ -137,7 +137,7 @@ TEST_CASE("a C++ host embeds the JSON-lines server over its own executor and des
 
   pipes.send({{"id", 1}, {"op", "tools"}});
   const json tools = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 1; });
-  CHECK(tools["tools"].size() == 3);
+  CHECK(tools["tools"].size() == 4);  // bash_input too: local_executor takes input
 
   pipes.send({{"id", 2}, {"tool", "bash"}, {"session", "s1"}, {"args", {{"command", "echo hello; pwd"}, {"description", "greet"}}}});
   const json ran = pipes.next([](const json& j) { return j.contains("id") && j["id"] == 2; });

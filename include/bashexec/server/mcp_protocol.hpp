@@ -111,6 +111,12 @@ inline nlohmann::json annotations(std::string_view tool) {
             {"destructiveHint", true},
             {"idempotentHint", true},
             {"openWorldHint", false}};
+  if (tool == bash_input_tool_name)
+    return {{"title", "Answer a task waiting for input"},
+            {"readOnlyHint", false},
+            {"destructiveHint", true},
+            {"idempotentHint", false},
+            {"openWorldHint", false}};
   return {{"title", "Run a shell command"},
           {"readOnlyHint", false},
           {"destructiveHint", true},

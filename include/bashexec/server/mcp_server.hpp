@@ -261,7 +261,7 @@ class mcp_server : public line_transport {
     if (std::find(tool_names.begin(), tool_names.end(), tool) == tool_names.end()) {
       reply(batch,
             mcp::error(std::move(id), mcp::invalid_params,
-                       fmt::format("unknown tool {} (bash, bash_output, bash_kill)", command_summary(tool, 100))));
+                       fmt::format("unknown tool {} (bash, bash_output, bash_kill, bash_input)", command_summary(tool, 100))));
       return true;
     }
     if (const auto task = params.find("task"); task != params.end() && tasks_negotiated())

@@ -211,8 +211,11 @@ class request_handler {
 
   nlohmann::json handle_op(nlohmann::json id, const nlohmann::json& request, const nlohmann::json& op) {
     const std::string name = op.is_string() ? op.get<std::string>() : std::string();
-    if (name == "tools")
-      return {{"id", std::move(id)}, {"tools", tools_.schemas()}, {"text", "3 tools"}, {"is_error", false}};
+    if (name == "tools") {
+      nlohmann::json schemas = tools_.schemas();
+      const std::string text = fmt::format("{} tools", schemas.size());
+      return {{"id", std::move(id)}, {"tools", std::move(schemas)}, {"text", text}, {"is_error", false}};
+    }
     if (name == "set_mode") return set_mode(std::move(id), request);
     if (name == "approve") return approve(std::move(id), request);
     return response(std::move(id),

@@ -107,6 +107,8 @@ struct bash_arguments {
   std::optional<std::chrono::milliseconds> timeout;
   std::optional<std::string> workdir;
   bool background = false;
+  /// On a terminal of its own (offered only over an executor that takes input).
+  bool tty = false;
 };
 
 inline bash_arguments read_bash(const nlohmann::json& args) {
@@ -124,6 +126,7 @@ inline bash_arguments read_bash(const nlohmann::json& args) {
     reject_nul(*out.workdir, "workdir");
   }
   out.background = optional_bool(args, "run_in_background");
+  out.tty = optional_bool(args, "tty");
   return out;
 }
 
@@ -133,6 +136,27 @@ inline task_id read_task_id(const nlohmann::json& args) {
   std::string id = required_string(args, "task_id");
   reject_blank(id, "task_id");
   return task_id(std::move(id));
+}
+
+/// The `bash_input` tool's fields.
+struct input_arguments {
+  task_id id{std::string()};
+  std::string input;
+  std::chrono::milliseconds wait{10000};
+};
+
+inline input_arguments read_input(const nlohmann::json& args) {
+  input_arguments out;
+  out.id = read_task_id(args);
+  out.input = required_string(args, "input");
+  if (const auto* wait = find(args, "wait_ms")) {
+    const argument_error bad{"field \"wait_ms\" must be an integer from 0 to 600000 (milliseconds)"};
+    if (!wait->is_number_integer() && !wait->is_number_unsigned()) throw bad;
+    const auto ms = wait->get<std::int64_t>();
+    if (ms < 0 || ms > 600000) throw bad;
+    out.wait = std::chrono::milliseconds(ms);
+  }
+  return out;
 }
 
 }  // namespace bashexec::tool_args

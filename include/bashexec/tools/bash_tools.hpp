@@ -1,5 +1,7 @@
 // tools/bash_tools: the model-facing `bash`, `bash_output` and `bash_kill`
-// tools over any executor (docs/contract.md items 18-21): each call's
+// tools over any executor (docs/contract.md items 18-21), and over an
+// executor that takes input `bash`'s `tty` and the `bash_input` tool
+// (items 26-27): each call's
 // arguments (tools/arguments.hpp), its sandbox mode and approval-gated
 // escalation (tools/escalation.hpp), the owner fence, the run or start, and
 // the result text (tools/render.hpp). `call` never throws and never forwards
@@ -40,6 +42,7 @@
 #include "bashexec/run_progress.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/session/session_log.hpp"
+#include "bashexec/terminal.hpp"
 #include "bashexec/tools/approval.hpp"
 #include "bashexec/tools/arguments.hpp"
 #include "bashexec/tools/escalation.hpp"
@@ -138,8 +141,14 @@ class bash_tools {
       return false;
   }
 
-  /// The JSON array of the `bash`, `bash_output` and `bash_kill` schemas.
-  nlohmann::json schemas() const { return tool_schemas(escalation_advertised(), network_escalation_advertised()); }
+  /// True when the executor's tasks take input: `tty` and `bash_input`.
+  static constexpr bool input_advertised() { return interactive_executor<Executor>; }
+
+  /// The JSON array of the `bash`, `bash_output` and `bash_kill` schemas
+  /// (and `bash_input` when input is advertised).
+  nlohmann::json schemas() const {
+    return tool_schemas(escalation_advertised(), network_escalation_advertised(), input_advertised());
+  }
 
   /// The mode a call of this session runs under without escalation: the
   /// session override, else the executor default; empty when the executor
@@ -155,11 +164,15 @@ class bash_tools {
         if (tool_name == bash_tool_name) return call_bash(args, context);
         if (tool_name == bash_output_tool_name) return call_output(args, context);
         if (tool_name == bash_kill_tool_name) return call_kill(args, context);
-        return error(fmt::format("unknown tool {}; the tools are bash, bash_output and bash_kill",
-                                 tool_args::quoted(tool_name)));
+        if constexpr (input_advertised())
+          if (tool_name == bash_input_tool_name) return call_input(args, context);
+        return error(fmt::format("unknown tool {}; the tools are bash, bash_output, bash_kill{}",
+                                 tool_args::quoted(tool_name), input_advertised() ? " and bash_input" : ""));
       } catch (const tool_args::argument_error& e) {
         return error(e.message);
       } catch (const unknown_task& e) {
+        return error(to_valid_utf8(e.what()));
+      } catch (const input_closed& e) {
         return error(to_valid_utf8(e.what()));
       } catch (const std::exception& e) {
         return error(fmt::format("internal error: {}", to_valid_utf8(e.what())));
@@ -202,6 +215,8 @@ class bash_tools {
 
   tool_result call_bash(const nlohmann::json& args, const call_context& context) {
     const tool_args::bash_arguments bash = tool_args::read_bash(args);
+    if (bash.tty && !input_advertised())
+      return error("field \"tty\": this executor cannot run commands on a terminal");
     const auto wider = read_escalation(args, escalation_advertised(), network_escalation_advertised());
 
     const auto session_mode = effective_mode(context);
@@ -218,7 +233,9 @@ class bash_tools {
       request.stop = context.stop;
       request.progress = context.progress;
     }
-    if (bash.background) request.owner = context.session;
+    // A terminal run may go on as a task (waiting for input): the caller's.
+    if (bash.background || bash.tty) request.owner = context.session;
+    if (bash.tty) request.terminal = terminal_size{};
     request.mode = wider && wider->mode ? wider->mode : session_mode;
     // Names granted to the session for good, then those this call asks for.
     if (network_escalation_advertised() && context.log) request.network_grants = session_network_grants(*context.log);
@@ -317,6 +334,29 @@ class bash_tools {
     } catch (const task_forgotten& e) {
       // Not "unknown": the model did start it, and must not retry or guess.
       return error(fmt::format("task {} finished and was forgotten; its output is no longer available ({})",
+                               to_valid_utf8(id.value()), to_valid_utf8(e.limits())));
+    }
+  }
+
+  /// `bash_input`: type into a task, wait until it asks again, settles or
+  /// `wait_ms` passes, and answer like bash_output (contract 27).
+  tool_result call_input(const nlohmann::json& args, const call_context& context) {
+    const tool_args::input_arguments input = tool_args::read_input(args);
+    const task_id& id = input.id;
+    try {
+      if (auto refused = fence(id, context)) return *refused;
+      const std::size_t written = executor_.write_input(id, input.input);
+      if (input.wait.count() > 0) executor_.wait_for_input(id, input.wait);
+      const task_read read = executor_.read_output(id);
+      std::string text = render_task_read(read, escalation_advertised());
+      if (written < input.input.size())
+        text = fmt::format("[input: only {} of {} bytes were taken; the task is not reading]\n{}", written,
+                           input.input.size(), text);
+      nlohmann::json facts = tool_facts(read);
+      facts["input_written"] = written;
+      return tool_result{std::move(text), false, std::move(facts)};
+    } catch (const task_forgotten& e) {
+      return error(fmt::format("task {} finished and was forgotten; it takes no input ({})",
                                to_valid_utf8(id.value()), to_valid_utf8(e.limits())));
     }
   }

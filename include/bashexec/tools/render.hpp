@@ -14,11 +14,15 @@
 //   [aborted]
 //   [leftover background processes were killed …]
 //   [killed by signal: SIGTERM] | [exit code: N]      (non-zero exit only; always last)
+// A terminal run that waits for input ends instead with
+//   [waiting for input: "<prompt>"; answer with bash_input on bash-N]
+// (the prompt with hidden characters escaped: tools/approval_text.hpp).
 //
 // `bash_output`: the delta or `(no new output)`, the lossy line
 // (`[some output was dropped from memory; full output: <path>[, <path>]]`,
 // bare paths), the status line, then the runner-failure or denial marker of
-// a settled task, then its network marker.
+// a settled task, then its network marker; a running task that waits for
+// input has `[waiting for input: "<prompt>"]` before its status line.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +38,7 @@
 #include "bashexec/result.hpp"
 #include "bashexec/sandbox_mode.hpp"
 #include "bashexec/signal_name.hpp"
+#include "bashexec/tools/approval_text.hpp"
 #include "bashexec/tools/utf8.hpp"
 
 namespace bashexec {
@@ -123,8 +128,34 @@ inline std::string render_output_body(const collected_output& out, const collect
   return body;
 }
 
-/// The text of a settled foreground `bash` call (contract 20).
+/// `"<prompt>"`: the prompt of an input wait, hidden characters escaped
+/// and quotes backslashed, so the marker stays on one line and unambiguous.
+inline std::string quoted_prompt(const input_wait& wait) {
+  std::string visible = visible_text(wait.prompt);
+  std::string quoted = "\"";
+  for (char c : visible) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+/// `[waiting for input: "<prompt>"]`.
+inline std::string waiting_marker(const input_wait& wait) {
+  return fmt::format("[waiting for input: {}]", quoted_prompt(wait));
+}
+
+/// The text of a foreground `bash` call (contract 20), settled or — on a
+/// terminal — handed on as a task waiting for input (contract 26).
 inline std::string render_run_result(const run_result& result, bool escalation_advertised) {
+  if (result.continued_as && result.input_wait) {
+    std::string text = result.out.text.empty() ? std::string("(no output)") : to_valid_utf8(result.out.text, true);
+    if (result.out.truncated) detail::append_line(text, truncation_note(result.out));
+    detail::append_line(text, fmt::format("[waiting for input: {}; answer with bash_input on {}]",
+                                          quoted_prompt(*result.input_wait), to_valid_utf8(result.continued_as->value())));
+    return text;
+  }
   std::string text = render_output_body(result.out, result.err);
   append_sandbox_markers(text, result.sandbox, escalation_advertised);
   append_network_marker(text, result.network);
@@ -181,6 +212,8 @@ inline std::string render_task_read(const task_read& read, bool escalation_adver
   // A delta starts wherever the previous read stopped, possibly mid-character.
   std::string text = read.delta.empty() ? std::string("(no new output)") : to_valid_utf8(read.delta, true);
   if (read.lossy) detail::append_line(text, lossy_line(read));
+  if (read.task.status == task_status::running && read.task.input_wait)
+    detail::append_line(text, waiting_marker(*read.task.input_wait));
   detail::append_line(text, status_line(read.task));
   if (read.task.status != task_status::running) {
     append_sandbox_markers(text, read.task.sandbox, escalation_advertised);

@@ -3,6 +3,7 @@
 // Text fields are made valid UTF-8 first, so dumping never throws.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -29,6 +30,22 @@ inline nlohmann::json signal_json(const std::optional<int>& signo) {
   return signo ? nlohmann::json(signal_name(*signo)) : nlohmann::json(nullptr);
 }
 
+}  // namespace detail
+
+/// An input wait (terminal.hpp): the prompt, the blocked process and call,
+/// raw mode, and since when (milliseconds since the Unix epoch).
+inline nlohmann::json to_json(const input_wait& wait) {
+  return {{"prompt", to_valid_utf8(wait.prompt)},
+          {"pid", wait.pid},
+          {"call", wait.call},
+          {"raw", wait.raw},
+          {"since_ms", std::chrono::duration_cast<std::chrono::milliseconds>(wait.since.time_since_epoch()).count()}};
+}
+
+namespace detail {
+inline nlohmann::json input_wait_json(const std::optional<input_wait>& wait) {
+  return wait ? to_json(*wait) : nlohmann::json(nullptr);
+}
 }  // namespace detail
 
 /// A truncated stream's text is a tail that may start inside a character:
@@ -80,7 +97,10 @@ inline nlohmann::json to_json(const run_result& result) {
           {"stdout", to_json(result.out)},
           {"stderr", to_json(result.err)},
           {"sandbox", result.sandbox ? to_json(*result.sandbox) : nlohmann::json(nullptr)},
-          {"network", network_json(result.network)}};
+          {"network", network_json(result.network)},
+          {"terminal", result.terminal},
+          {"continued_as", result.continued_as ? nlohmann::json(result.continued_as->value()) : nlohmann::json(nullptr)},
+          {"input_wait", detail::input_wait_json(result.input_wait)}};
 }
 
 inline nlohmann::json to_json(const task_snapshot& task) {
@@ -91,7 +111,10 @@ inline nlohmann::json to_json(const task_snapshot& task) {
           {"signal", detail::or_null(task.signal)},
           {"signal_name", detail::signal_json(task.signal)},
           {"sandbox", task.sandbox ? to_json(*task.sandbox) : nlohmann::json(nullptr)},
-          {"network", network_json(task.network)}};
+          {"network", network_json(task.network)},
+          {"terminal", task.terminal},
+          {"input_open", task.input_open},
+          {"input_wait", detail::input_wait_json(task.input_wait)}};
 }
 
 /// The facts of a tool call a client can act on without parsing the result
@@ -112,7 +135,8 @@ inline nlohmann::json tool_facts() {
           {"denied", false},            {"runner_failed", false},    {"stdout_truncated", false},
           {"stderr_truncated", false},  {"stdout_spill_path", nullptr}, {"stderr_spill_path", nullptr},
           {"network", nullptr},         {"task_id", nullptr},        {"status", nullptr},
-          {"lossy", nullptr},           {"killed", nullptr}};
+          {"lossy", nullptr},           {"killed", nullptr},         {"terminal", false},
+          {"input_wait", nullptr},      {"input_written", nullptr}};
 }
 
 namespace detail {
@@ -142,6 +166,12 @@ inline nlohmann::json tool_facts(const run_result& result) {
   facts["stderr_truncated"] = result.err.truncated;
   facts["stdout_spill_path"] = detail::path_or_null(result.out.spill_path);
   facts["stderr_spill_path"] = detail::path_or_null(result.err.spill_path);
+  facts["terminal"] = result.terminal;
+  if (result.continued_as) {
+    facts["task_id"] = to_valid_utf8(result.continued_as->value());
+    facts["status"] = "running";
+    facts["input_wait"] = detail::input_wait_json(result.input_wait);
+  }
   return facts;
 }
 
@@ -151,6 +181,8 @@ inline nlohmann::json tool_facts(const task_snapshot& task) {
   detail::add_exit_facts(facts, task.exit_code, task.signal, task.sandbox, task.network);
   facts["task_id"] = to_valid_utf8(task.id.value());
   facts["status"] = std::string(to_string(task.status));
+  facts["terminal"] = task.terminal;
+  facts["input_wait"] = detail::input_wait_json(task.input_wait);
   return facts;
 }
 
@@ -192,7 +224,11 @@ inline nlohmann::json tool_facts_schema() {
       {"task_id", nullable("string", "the background task's id")},
       {"status", nullable("string", "the background task's status: running, completed, killed, forgotten")},
       {"lossy", nullable("boolean", "bash_output: output was lost between reads")},
-      {"killed", nullable("boolean", "bash_kill: this call killed the task")}};
+      {"killed", nullable("boolean", "bash_kill: this call killed the task")},
+      {"terminal", flag("the command runs on a terminal of its own (stderr merged into stdout)")},
+      {"input_wait", nullable("object", "the task waits for input: its prompt, the blocked process (pid) and call, "
+                                        "raw (a key, not a line), since_ms")},
+      {"input_written", nullable("integer", "bash_input: how many bytes of the input the task took")}};
   nlohmann::json required = nlohmann::json::array();
   for (const auto& [key, value] : properties.items()) required.push_back(key);
   return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)}};

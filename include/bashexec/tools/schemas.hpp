@@ -1,9 +1,10 @@
-// tools/schemas: the JSON Schemas of the `bash`, `bash_output` and
-// `bash_kill` tools, and the descriptions that teach a model how to use them
-// (docs/contract.md item 18, 20). Each tool is
+// tools/schemas: the JSON Schemas of the `bash`, `bash_output`, `bash_kill`
+// and `bash_input` tools, and the descriptions that teach a model how to use
+// them (docs/contract.md items 18, 20, 26). Each tool is
 //   {"name": …, "description": …, "input_schema": {JSON Schema of the arguments}}.
 // `sandbox_permissions` and `justification` appear only when escalation is
-// advertised, that is, when the executor confines.
+// advertised, that is, when the executor confines; `tty` and the
+// `bash_input` tool only when the executor takes input (interactive).
 #pragma once
 
 #include <array>
@@ -18,11 +19,15 @@ namespace bashexec {
 inline constexpr std::string_view bash_tool_name = "bash";
 inline constexpr std::string_view bash_output_tool_name = "bash_output";
 inline constexpr std::string_view bash_kill_tool_name = "bash_kill";
-inline constexpr std::array tool_names{bash_tool_name, bash_output_tool_name, bash_kill_tool_name};
+inline constexpr std::string_view bash_input_tool_name = "bash_input";
+/// Every tool a server may dispatch; `bash_input` answers only over an
+/// executor that takes input (bash_tools).
+inline constexpr std::array tool_names{bash_tool_name, bash_output_tool_name, bash_kill_tool_name,
+                                       bash_input_tool_name};
 
 namespace detail {
 
-inline constexpr std::string_view bash_description =
+inline constexpr std::string_view bash_description_head =
     "Run a shell command with `bash -c` and return what it printed.\n"
     "- No shell state persists between calls: every call is a fresh shell, so `cd`, `export` and "
     "variables are forgotten. To run somewhere else pass `workdir` (relative paths resolve against "
@@ -30,8 +35,19 @@ inline constexpr std::string_view bash_description =
     "- Check the `[exit code: N]` marker: it is the last line whenever the command exited non-zero "
     "(`[killed by signal: NAME]` when a signal ended it); no marker means exit code 0. Output the "
     "command wrote to stderr follows a `[stderr]` line. Long output keeps its end and names a file "
-    "holding all of it.\n"
-    "- stdin is empty: programs that wait for input get end-of-file, interactive programs do not work.\n"
+    "holding all of it.\n";
+
+inline constexpr std::string_view bash_stdin_description =
+    "- stdin is empty: programs that wait for input get end-of-file, interactive programs do not work.\n";
+
+inline constexpr std::string_view bash_tty_description =
+    "- stdin is empty unless `tty` is true. With `tty` the command runs on a terminal of its own: prompts "
+    "(`[Y/n]`, `read -p`, passwords), REPLs (`python3 -i`), `git add -p` and full-screen programs work, and "
+    "stderr is merged into the output. When the command stops to wait for input the call returns at once "
+    "with `[waiting for input: \"<prompt>\"; answer with bash_input on bash-N]`: it keeps running as task "
+    "bash-N, and bash_input answers it. Prefer non-interactive flags (`-y`, `--yes`) where they exist.\n";
+
+inline constexpr std::string_view bash_description_tail =
     "- A foreground command is killed after `timeoutMs` (`[timed out after Nms]`). For servers, "
     "watchers and other long-running commands use `run_in_background`, then `bash_output` and `bash_kill`.";
 
@@ -63,7 +79,9 @@ inline nlohmann::json tool_schema(std::string_view name, std::string_view descri
 /// The JSON Schema of `bash`.
 /// `network_advertised`: the executor's network is an allowlist, so
 /// `network_permissions` is offered beside `sandbox_permissions`.
-inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_advertised = false) {
+/// `interactive`: the executor takes input, so `tty` is offered (and bash_input).
+inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_advertised = false,
+                                       bool interactive = false) {
   nlohmann::json properties = {
       {"command", detail::string_property("The command to run, as one bash script.")},
       {"description", detail::string_property("What the command does, in 5-10 words, for the person watching.")},
@@ -81,7 +99,15 @@ inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_
          "Start the command in the background and return its task id (bash-N) at once; no timeout "
          "applies. Read its output with bash_output, stop it with bash_kill."}}},
   };
-  std::string description(detail::bash_description);
+  std::string description(detail::bash_description_head);
+  description += interactive ? detail::bash_tty_description : detail::bash_stdin_description;
+  description += detail::bash_description_tail;
+  if (interactive)
+    properties["tty"] = {{"type", "boolean"},
+                         {"description",
+                          "Run the command on a terminal of its own, for programs that ask questions or need a "
+                          "terminal. If it waits for input the call returns with the output so far and the task id "
+                          "to answer with bash_input."}};
   if (escalation_advertised) {
     description += detail::bash_sandbox_description;
     properties["sandbox_permissions"] = {
@@ -117,7 +143,8 @@ inline nlohmann::json bash_output_tool_schema() {
       bash_output_tool_name,
       "Read what a background task (started with run_in_background) printed since the last read, then its "
       "status: `[status: running]`, `[status: completed, exit code: N]` or `[status: killed by SIGNAL]`. "
-      "`(no new output)` means nothing new was printed.",
+      "`(no new output)` means nothing new was printed; `[waiting for input: \"<prompt>\"]` means it waits for "
+      "an answer (bash_input).",
       {{"task_id", detail::string_property("The id run_in_background returned, like bash-1.")}}, {"task_id"});
 }
 
@@ -130,10 +157,33 @@ inline nlohmann::json bash_kill_tool_schema() {
       {{"task_id", detail::string_property("The id run_in_background returned, like bash-1.")}}, {"task_id"});
 }
 
-/// The three tool schemas, in the order `bash`, `bash_output`, `bash_kill`.
-inline nlohmann::json tool_schemas(bool escalation_advertised, bool network_advertised = false) {
-  return nlohmann::json::array({bash_tool_schema(escalation_advertised, network_advertised), bash_output_tool_schema(),
-                                bash_kill_tool_schema()});
+/// The JSON Schema of `bash_input`.
+inline nlohmann::json bash_input_tool_schema() {
+  return detail::tool_schema(
+      bash_input_tool_name,
+      "Type into a running task's terminal (or its open stdin), then wait until it waits for input again, "
+      "finishes, or `wait_ms` passes; answers like bash_output. `input` is sent as is: end a line with \"\\n\" "
+      "to press Enter; \"\\u0003\" is Ctrl-C, \"\\u0004\" Ctrl-D (end of input), \"\\u001b\" Escape, "
+      "\"\\u001b[A\" / \"\\u001b[B\" the up / down arrows. A password prompt does not echo what you type.",
+      {{"task_id", detail::string_property("The task waiting for input, like bash-1.")},
+       {"input", detail::string_property("What to type, e.g. \"y\\n\".")},
+       {"wait_ms",
+        {{"type", "integer"},
+         {"minimum", 0},
+         {"maximum", 600000},
+         {"description",
+          "How long to wait for the task to ask again or finish (default 10000). 0 answers at once."}}}},
+      {"task_id", "input"});
+}
+
+/// The tool schemas, in the order `bash`, `bash_output`, `bash_kill`, and
+/// with `interactive` `bash_input`.
+inline nlohmann::json tool_schemas(bool escalation_advertised, bool network_advertised = false,
+                                   bool interactive = false) {
+  auto schemas = nlohmann::json::array({bash_tool_schema(escalation_advertised, network_advertised, interactive),
+                                        bash_output_tool_schema(), bash_kill_tool_schema()});
+  if (interactive) schemas.push_back(bash_input_tool_schema());
+  return schemas;
 }
 
 }  // namespace bashexec
