@@ -22,6 +22,7 @@ void register_collect();
 void register_spawn();
 void register_memory();
 void register_prespawn();
+void register_terminal();
 int measure(int argc, char** argv);
 }  // namespace bench
 
@@ -48,6 +49,12 @@ const std::multimap<std::string, target>& targets() {
       {"memory/foreground/tail_spill", {"growth_MiB_1GiB", 8.0, true}},
       {"background/tasks/1000", {"KiB_per_task", 64.0, true}},
       {"background/tasks/1000", {"ratio", 1.5, true}},
+      // Issue 41: terminals, input and input waits.
+      {"terminal/zeros", {"ratio", 0.80, false}},
+      {"terminal/true,20ms_apart", {"ratio", 1.15, true}},
+      {"terminal/round_trip", {"ratio", 1.20, true}},
+      {"terminal/input_wait", {"p99_ms", 500.0, true}},
+      {"terminal/idle/100", {"core_percent", 1.0, true}},
   };
   return t;
 }
@@ -164,6 +171,7 @@ int main(int argc, char** argv) {
   bench::register_collect();
   bench::register_spawn();
   bench::register_memory();
+  bench::register_terminal();
 #ifndef BASHEXEC_BENCH_WITHOUT_PRESPAWN  // the smoke build (benchmarks/bench_target.cmake)
   bench::register_prespawn();
 #endif

@@ -14,7 +14,8 @@ if(NOT TARGET bashexec_bench)
     ${CMAKE_CURRENT_LIST_DIR}/bench_collect.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bench_spawn.cpp
     ${CMAKE_CURRENT_LIST_DIR}/bench_memory.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/bench_protected.cpp)
+    ${CMAKE_CURRENT_LIST_DIR}/bench_protected.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/bench_terminal.cpp)
   if(BASHEXEC_BENCH_SMOKE_ONLY)
     target_compile_definitions(bashexec_bench PRIVATE BASHEXEC_BENCH_WITHOUT_PRESPAWN)
   else()

@@ -201,3 +201,98 @@ TEMPLATE_TEST_CASE("a kept stdin pipe takes input, reports its waits and reads e
   CHECK(exec.read_output(id).delta.find("eof") != std::string::npos);
   CHECK_THROWS_AS(exec.write_input(id, "late\n"), input_closed);
 }
+
+TEMPLATE_TEST_CASE("a flood through a terminal is bounded like a pipe's, the spill file holding it all",
+                   "[terminal][hostile]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  executor_config config = terminal_config<TestType>(workspace.path());
+  config.output_cap = 4096;
+  TestType exec(config);
+  auto result = exec.run(exec.resolve(on_terminal("head -c 20000000 /dev/zero | tr '\\0' x")));
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.truncated);
+  CHECK(result.out.text.size() <= 4096);
+  REQUIRE(result.out.spill_path);
+  CHECK(std::filesystem::file_size(*result.out.spill_path) == 20000000);
+}
+
+TEMPLATE_TEST_CASE("a command that closes, resizes or types into its own terminal hurts only itself",
+                   "[terminal][hostile]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  SECTION("it closes every descriptor of its terminal and goes on quietly") {
+    const task_id id = exec.start(exec.resolve(on_terminal("echo bye; exec </dev/null >/dev/null 2>&1; sleep 1; exit 5")));
+    auto done = exec.wait(id);
+    CHECK(done.exit_code == 5);
+    CHECK(exec.read_output(id).delta == "bye\n");
+    CHECK_THROWS_AS(exec.write_input(id, "x"), input_closed);
+  }
+  SECTION("it resizes its terminal") {
+    const task_id id = start_waiting(exec, "stty rows 9999 cols 9999; stty size; read -p 'next? ' x; stty size");
+    exec.resize(id, {.rows = 40, .columns = 120});
+    CHECK(exec.write_input(id, "\n") == 1);
+    auto done = exec.wait(id);
+    CHECK(done.exit_code == 0);
+    const std::string out = exec.read_output(id).delta;
+    CHECK(out.find("9999 9999\n") != std::string::npos);
+    CHECK(out.find("40 120\n") != std::string::npos);
+  }
+  SECTION("TIOCSTI types only into its own input, if the kernel allows it at all") {
+    auto result = exec.run(exec.resolve(on_terminal(
+        "if perl -e 'require \"sys/ioctl.ph\"; ioctl(STDIN, &TIOCSTI, $_) or exit 1 for split //, \"typed\\n\"'; "
+        "then read -t 2 line; echo \"own input: $line\"; else echo refused; fi; ls /proc/self/fd | sort -n | tr '\\n' ' '")));
+    INFO(result.out.text);
+    CHECK(result.exit_code == 0);
+    const bool typed = result.out.text.find("own input: typed") != std::string::npos;
+    const bool refused = result.out.text.find("refused") != std::string::npos;
+    CHECK((typed || refused));
+    // Nothing but its own terminal (0-2) and the listing's own descriptor.
+    CHECK(result.out.text.find("0 1 2 3 ") != std::string::npos);
+    CHECK(result.out.text.find("0 1 2 3 4") == std::string::npos);
+  }
+  SECTION("an input write to a task that settled, or that takes none, is a clear error") {
+    const task_id none = exec.start(exec.resolve({.command = "sleep 5"}));
+    CHECK_THROWS_WITH(exec.write_input(none, "x"), Catch::Contains("takes no input") && Catch::Contains(none.value()));
+    CHECK_THROWS_AS(exec.resize(none, {}), input_closed);
+    exec.kill(none);
+    CHECK_THROWS_AS(exec.write_input(task_id("bash-999"), "x"), unknown_task);
+  }
+}
+
+TEMPLATE_TEST_CASE("an input wait is told to listeners once per wait, and a kept pipe reports partial writes",
+                   "[terminal]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  executor_config config = terminal_config<TestType>(workspace.path());
+  config.terminal.write_timeout = 300ms;
+  TestType exec(config);
+  std::atomic<int> waits{0};
+  auto subscription = exec.on_input_wait([&](const task_snapshot& task) {
+    if (task.input_wait) ++waits;
+  });
+  SECTION("two questions, two notices") {
+    const task_id id = exec.start(exec.resolve(on_terminal("read -p 'one? ' a; read -p 'two? ' b; echo $a$b")));
+    REQUIRE(eventually([&] { return waits.load() == 1; }));
+    std::this_thread::sleep_for(500ms);
+    CHECK(waits.load() == 1);  // once per wait, not once per look
+    exec.write_input(id, "x\n");
+    REQUIRE(eventually([&] { return waits.load() == 2; }));
+    exec.write_input(id, "y\n");
+    CHECK(exec.wait(id).exit_code == 0);
+    CHECK(waits.load() == 2);
+  }
+  SECTION("a pipe nobody reads takes what fits and says how much") {
+    exec_request request{.command = "sleep 30"};
+    request.keep_stdin_open = true;
+    const task_id id = exec.start(exec.resolve(std::move(request)));
+    const std::string big(4 << 20, 'x');
+    const auto started = test_support::steady::now();
+    const std::size_t taken = exec.write_input(id, big);
+    CHECK(taken > 0);
+    CHECK(taken < big.size());
+    CHECK(test_support::ms_since(started) < 3000);
+    exec.kill(id);
+  }
+}

@@ -171,8 +171,8 @@ static_assert(!executor_can<landlock_policies, spawn_capability::prespawned>);
 TEST_CASE("spawn laws: an executor describes what its policies let it do", "[spawn_laws]") {
   CHECK(describe_executor<posix_spawn_policies>() ==
         "confines commands: no, its confinement needs pre-exec hooks: no, run pre-exec hooks in the child: no, "
-        "apply resource limits in the child before exec: no, join a cgroup in the child before exec: no, hand "
-        "out processes started ahead of the call: no");
+        "apply resource limits in the child before exec: no, join a cgroup in the child before exec: no, give "
+        "the child a controlling terminal: yes, hand out processes started ahead of the call: no");
   CHECK_THAT(describe_executor<landlock_policies>(),
              Catch::StartsWith("confines commands: yes, its confinement needs pre-exec hooks: yes, run pre-exec "
                                "hooks in the child: yes"));

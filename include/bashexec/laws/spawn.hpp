@@ -67,6 +67,7 @@
 #include "bashexec/basic_executor.hpp"
 #include "bashexec/config.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
+#include "bashexec/detail/kernel/pseudo_terminal.hpp"
 #include "bashexec/detail/kernel/read_text_file.hpp"
 #include "bashexec/detail/kernel/unique_fd.hpp"
 #include "bashexec/errors.hpp"
@@ -521,6 +522,7 @@ report check_spawn_laws(const spawn_config_t<S>& own = {}, const std::filesystem
           plan.hooks.add(pre_exec_hook{[](const void*) noexcept { return 0; }, nullptr, "no-op"});
         if constexpr (std::is_same_v<tag, spawn_capability::limits>) plan.limits.add({RLIMIT_CORE, 0, 0});
         if constexpr (std::is_same_v<tag, spawn_capability::cgroup>) plan.cgroup_procs_fd = some_fd.get();
+        if constexpr (std::is_same_v<tag, spawn_capability::controlling_terminal>) plan.controlling_terminal = true;
         if (!tag::needed_by(plan)) return;  // no plan field needs it (prespawned)
         try {
           process_handle child = laws.make().spawn(plan);
@@ -537,6 +539,36 @@ report check_spawn_laws(const spawn_config_t<S>& own = {}, const std::filesystem
     });
     if (!d::no_children_left()) violated("a child was left unreaped");
   });
+
+  if constexpr (spawn_can<S, spawn_capability::controlling_terminal>) {
+    law("a plan with controlling_terminal makes its terminal the child's, its group the foreground",
+        [&](auto violated) {
+          bashexec::detail::pseudo_terminal pty = bashexec::detail::open_pseudo_terminal({});
+          launch_plan plan = d::bash_plan(
+              "exec 3</dev/tty || exit 9; read -r _ _ _ _ _ _ _ tpgid _ </proc/$$/stat; echo \"tpgid=$tpgid pid=$$\"");
+          plan.stdin_fd = plan.stdout_fd = plan.stderr_fd = pty.slave.get();
+          plan.controlling_terminal = true;
+          process_handle child = laws.make().spawn(plan);
+          pty.slave.reset();
+          std::string seen;
+          for (;;) {  // to EIO: every holder of the slave is gone
+            pollfd ready{pty.master.get(), POLLIN, 0};
+            if (::poll(&ready, 1, 10000) != 1) break;
+            char buffer[512];
+            const ssize_t n = ::read(pty.master.get(), buffer, sizeof buffer);
+            if (n > 0) seen.append(buffer, static_cast<std::size_t>(n));
+            else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            else break;
+          }
+          pollfd exited{child.pidfd(), POLLIN, 0};
+          if (::poll(&exited, 1, 10000) != 1) throw std::runtime_error("the child did not exit in 10 s");
+          const auto exit = child.try_reap();
+          const std::string expected = fmt::format("tpgid={0} pid={0}\n", child.pid());
+          if (!exit || exit->exit_code != 0 || seen != expected)
+            violated(fmt::format("the child printed \"{}\" (exit {}), not \"{}\"", seen,
+                                 exit ? exit->exit_code.value_or(-1) : -1, expected));
+        });
+  }
 
   if constexpr (spawn_can<S, spawn_capability::pre_exec>) {
     law("hooks run in the order they were added, before the command", [&](auto violated) {

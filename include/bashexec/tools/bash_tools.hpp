@@ -166,8 +166,9 @@ class bash_tools {
         if (tool_name == bash_kill_tool_name) return call_kill(args, context);
         if constexpr (input_advertised())
           if (tool_name == bash_input_tool_name) return call_input(args, context);
-        return error(fmt::format("unknown tool {}; the tools are bash, bash_output, bash_kill{}",
-                                 tool_args::quoted(tool_name), input_advertised() ? " and bash_input" : ""));
+        return error(fmt::format("unknown tool {}; the tools are {}", tool_args::quoted(tool_name),
+                                 input_advertised() ? "bash, bash_output, bash_kill and bash_input"
+                                                    : "bash, bash_output and bash_kill"));
       } catch (const tool_args::argument_error& e) {
         return error(e.message);
       } catch (const unknown_task& e) {
