@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -295,4 +296,46 @@ TEMPLATE_TEST_CASE("an input wait is told to listeners once per wait, and a kept
     CHECK(test_support::ms_since(started) < 3000);
     exec.kill(id);
   }
+}
+
+namespace {
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("a task whose input was fed or whose terminal closed costs the executor no CPU while it runs on",
+                   "[terminal][hostile]", TERMINAL_EXECUTORS) {
+  SKIP_UNLESS(missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(terminal_config<TestType>(workspace.path()));
+  exec_request fed{.command = "read line; echo \"got $line\"; sleep 30"};
+  fed.stdin_data = "first\n";
+  fed.keep_stdin_open = true;
+  const task_id fed_id = exec.start(exec.resolve(std::move(fed)));
+  const task_id closed_id =
+      exec.start(exec.resolve(on_terminal("echo bye; exec </dev/null >/dev/null 2>&1; sleep 30")));
+  REQUIRE(eventually([&] { return exec.read_output(fed_id).delta.find("got first") != std::string::npos; }));
+  std::this_thread::sleep_for(500ms);
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(1s);
+  // A descriptor left in the reactor's epoll set after its stream ended
+  // would be reported ready in a loop: a core's worth of CPU.
+  CHECK(process_cpu_seconds() - before < 0.2);
+  CHECK(exec.get(fed_id).input_open);
+  CHECK(exec.write_input(fed_id, "more\n") == 5);
+  exec.kill(fed_id);
+  exec.kill(closed_id);
+}
+
+TEST_CASE("a terminal request with stdin_data is refused naming the field", "[terminal]") {
+  local_executor exec(fast_config());
+  exec_request request = on_terminal("cat");
+  request.stdin_data = "typed ahead";
+  CHECK_THROWS_WITH(exec.resolve(std::move(request)), Catch::Contains("stdin_data"));
+  exec_request zero = on_terminal("true", {.rows = 0, .columns = 80});
+  CHECK_THROWS_WITH(exec.resolve(std::move(zero)), Catch::Contains("terminal"));
 }

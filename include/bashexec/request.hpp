@@ -53,7 +53,8 @@ struct basic_exec_request {
   /// controlling terminal, so line discipline, echo, ^C and /dev/tty work.
   /// stderr is merged into stdout, as on any terminal. A foreground `run`
   /// that starts waiting for input returns at once as such and goes on as
-  /// a task (run_result::continued_as).
+  /// a task (run_result::continued_as). Not with `stdin_data`
+  /// (std::invalid_argument): a terminal's input is typed with write_input.
   std::optional<terminal_size> terminal{};
   /// A background task's stdin stays a pipe open for `write_input` (after
   /// `stdin_data`, when given) until `close_input`. A terminal's input is

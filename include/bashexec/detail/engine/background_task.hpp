@@ -350,6 +350,10 @@ class background_task final : public reactor::client {
     child_->dispatch(source, scratch, size, now);
     if (child_->out().total() + child_->err().total() != before) note_activity(now);
   }
+  int parked_fd(child_source source) override {
+    std::lock_guard lock(mutex_);
+    return child_ ? child_->parked_fd(source) : -1;
+  }
   std::optional<clock::time_point> deadline() override {
     std::lock_guard lock(mutex_);
     auto next = child_->next_deadline();

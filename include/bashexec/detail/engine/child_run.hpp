@@ -81,9 +81,13 @@ struct parent_pipes {
   unique_fd in;
   unique_fd out;
   unique_fd err;
-  /// Where later input goes (`write_input`): the terminal's master, or the
-  /// write end of a stdin pipe kept open. Never watched by an event loop:
-  /// writes happen in the caller's thread, bounded (background_task.hpp).
+  /// Where later input goes (`write_input`) on a stdin pipe kept open: its
+  /// write end. Never watched by an event loop: writes happen in the
+  /// caller's thread, bounded (background_task.hpp). On a terminal input
+  /// goes to `out`, the master, itself: a second descriptor of it would keep
+  /// the master in the reactor's epoll set after `out` closed, and the
+  /// level-triggered hang-up polled there in a loop contends with the
+  /// command's own exit (measured: its exit took a jiffy longer).
   unique_fd input;
   /// `out` is a terminal's master.
   bool terminal = false;
@@ -146,9 +150,24 @@ class child_run {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
-      pipe.reset();  // EOF or a read error: the stream is over
+      // EOF or a read error: the stream is over. A terminal's master (EIO:
+      // every slave descriptor is closed) stays open, parked, until the
+      // run settles: closing it would hang up the terminal, and SIGHUP
+      // kill a command that only closed its descriptors.
+      if (source == child_source::out && pipes_.terminal)
+        parked_master_ = std::move(pipe);
+      else
+        pipe.reset();
     }
     update(now);
+  }
+
+  /// A descriptor this run stopped reading but keeps open (a terminal's
+  /// master after its output ended): an event loop removes it from its
+  /// set, since it stays ready (hung up) for as long as it is open. -1 when
+  /// there is none for `source`.
+  int parked_fd(child_source source) const noexcept {
+    return source == child_source::out ? parked_master_.get() : -1;
   }
 
   void on_writable(clock::time_point now) {
@@ -231,8 +250,9 @@ class child_run {
 
   bool settled() const noexcept { return settled_; }
   pid_t pid() const noexcept { return process_.pid(); }
-  /// The descriptor later input is written to; -1 when there is none.
-  int input_fd() const noexcept { return pipes_.input.get(); }
+  /// The descriptor later input is written to; -1 when there is none
+  /// (on a terminal: once its output ended, nobody could read it anyway).
+  int input_fd() const noexcept { return pipes_.terminal ? pipes_.out.get() : pipes_.input.get(); }
   /// Closes a kept stdin pipe: the command reads end of file.
   void close_input() noexcept { pipes_.input.reset(); }
   bool on_terminal() const noexcept { return pipes_.terminal; }
@@ -344,6 +364,7 @@ class child_run {
     }
     pipes_.in.reset();
     pipes_.input.reset();
+    parked_master_.reset();
     // An empty cgroup goes back to the executor's free list at once; one
     // that still holds detached members (a background task's `daemon &`)
     // goes with this object, after disposal killed them.
@@ -353,6 +374,7 @@ class child_run {
 
   process_handle process_;
   parent_pipes pipes_;
+  unique_fd parked_master_;  // see parked_fd
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;
   Collector out_;

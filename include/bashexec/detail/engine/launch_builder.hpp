@@ -50,8 +50,12 @@ struct child_pipe {
 
 BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads);
 
-/// A close-on-exec copy of `fd` above 0-2 (the same open file description).
-BASHEXEC_DECL unique_fd duplicate(const unique_fd& fd);
+/// The pipe whose write end is `fd`, opened anew (O_WRONLY, non-blocking,
+/// close-on-exec, above 0-2): a second open file description, not a dup.
+/// epoll keeps a registration while any descriptor of its description is
+/// open, so the kept input of a task must not share the description the
+/// reactor watches while it feeds `stdin_data`.
+BASHEXEC_DECL unique_fd reopen_pipe_end(const unique_fd& fd);
 
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir);
 
@@ -162,7 +166,7 @@ class launch_builder {
       p.child_err = std::move(err.child);
       if (spec.stdin_data || spec.keep_stdin_open) {
         auto in = make_child_pipe(false);
-        if (spec.keep_stdin_open) p.pipes.input = duplicate(in.parent);
+        if (spec.keep_stdin_open) p.pipes.input = reopen_pipe_end(in.parent);
         p.pipes.in = std::move(in.parent);
         p.child_in = std::move(in.child);
       }

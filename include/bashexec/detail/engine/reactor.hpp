@@ -50,6 +50,10 @@ class reactor {
     virtual int fd(child_source source) = 0;
     virtual void on_event(child_source source, char* scratch, std::size_t size, clock::time_point now) = 0;
     virtual std::optional<clock::time_point> deadline() = 0;
+    /// A descriptor of `source` the client stopped reading but keeps open
+    /// until it settles (child_run::parked_fd); -1 for none. Asked after
+    /// each event of `source`: the reactor removes it from its set once.
+    virtual int parked_fd(child_source) { return -1; }
     virtual void on_time(clock::time_point now) = 0;
     virtual bool settled() = 0;
     /// Called once, on the reactor thread, right after the child settled.

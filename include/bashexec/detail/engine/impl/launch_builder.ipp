@@ -55,18 +55,18 @@ BASHEXEC_DECL child_pipe make_child_pipe(bool parent_reads) {
   return {std::move(parent), std::move(child)};
 }
 
-BASHEXEC_DECL unique_fd duplicate(const unique_fd& fd) {
-  const int copy = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3);
-  if (copy < 0) throw_syscall("fcntl(F_DUPFD_CLOEXEC)");
-  return unique_fd(copy);
+BASHEXEC_DECL unique_fd reopen_pipe_end(const unique_fd& fd) {
+  unique_fd copy(::open(fmt::format("/proc/self/fd/{}", fd.get()).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!copy) throw_syscall("open /proc/self/fd (the stdin pipe, anew)");
+  return above_stdio(std::move(copy));
 }
 
 BASHEXEC_DECL void launch_builder::add_terminal(prepared_launch& p, const exec_spec& spec) const {
   pseudo_terminal pty = open_pseudo_terminal(*spec.terminal);
   p.terminal_device = terminal_device(pty.slave.get());
   p.pipes.terminal = true;
-  p.pipes.input = duplicate(pty.master);
-  if (spec.stdin_data) p.pipes.in = duplicate(pty.master);  // typed ahead, then later input
+  // Input goes to the master itself (child_run.hpp, parent_pipes::input);
+  // `resolve` refuses stdin_data here.
   p.pipes.out = std::move(pty.master);
   p.child_in = std::move(pty.slave);
   p.plan.stdin_fd = p.plan.stdout_fd = p.plan.stderr_fd = p.child_in.get();

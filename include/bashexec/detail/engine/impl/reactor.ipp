@@ -244,6 +244,10 @@ BASHEXEC_DECL void reactor::drive(std::vector<client*>& clients) {
         // A stale event for a descriptor closed earlier in this batch.
         if (owner->fd(source) < 0) return;
         owner->on_event(source, scratch.data(), scratch.size(), after);
+        // Still open but no longer read: out of the set, or epoll would
+        // report it ready (hung up) on every round.
+        if (const int parked = owner->parked_fd(source); parked >= 0)
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, parked, nullptr);
       });
     }
     for (client* c : clients) {

@@ -35,6 +35,9 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   if (request.terminal && (request.terminal->rows == 0 || request.terminal->columns == 0))
     throw std::invalid_argument(fmt::format("terminal: rows and columns must be positive, got {}x{}",
                                             request.terminal->rows, request.terminal->columns));
+  if (request.terminal && request.stdin_data)
+    throw std::invalid_argument(
+        "stdin_data: a command on a terminal takes its input by write_input once it runs, not as stdin_data");
   exec_spec spec;
   spec.command = std::move(request.command);
   spec.workdir = request.workdir ? context.cwd / *request.workdir : context.cwd;  // an absolute workdir replaces cwd
