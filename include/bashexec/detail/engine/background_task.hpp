@@ -202,8 +202,22 @@ class background_task final : public reactor::client {
   /// only when the terminal or pipe stayed full that long. Throws
   /// input_closed when the task settled, never had input, or closed it.
   std::size_t write_input(std::string_view bytes) {
-    unique_fd target = input_copy("write to");
     std::size_t done = 0;
+    unique_fd target;
+    {
+      // The usual case, at once: all of it fits. Only a write that must
+      // wait for room waits on a copy of the descriptor, without the lock.
+      std::lock_guard lock(mutex_);
+      require_input_locked("write to");
+      const ssize_t n = write_without_sigpipe(child_->input_fd(), bytes.data(), bytes.size());
+      if (n > 0) done = static_cast<std::size_t>(n);
+      if (done == bytes.size()) {
+        note_activity(clock::now());
+        return done;
+      }
+      target = unique_fd(::fcntl(child_->input_fd(), F_DUPFD_CLOEXEC, 3));
+      if (!target) throw_syscall("fcntl(F_DUPFD_CLOEXEC) of the task's input");
+    }
     const auto until = clock::now() + terminal_.write_timeout;
     while (done < bytes.size()) {
       const ssize_t n = write_without_sigpipe(target.get(), bytes.data() + done, bytes.size() - done);
@@ -491,16 +505,6 @@ class background_task final : public reactor::client {
       throw input_closed(snapshot_.id, fmt::format("cannot {} it: it takes no input (start it with a terminal or "
                                                    "keep_stdin_open)",
                                                    what));
-  }
-
-  /// A private copy of the input descriptor, so a write may wait for room
-  /// without holding the task's lock (which the reactor thread takes).
-  unique_fd input_copy(std::string_view what) const {
-    std::lock_guard lock(mutex_);
-    require_input_locked(what);
-    unique_fd copy(::fcntl(child_->input_fd(), F_DUPFD_CLOEXEC, 3));
-    if (!copy) throw_syscall("fcntl(F_DUPFD_CLOEXEC) of the task's input");
-    return copy;
   }
 
   char terminal_control_character_of(int which, char fallback) const {

@@ -37,17 +37,20 @@ struct thread_stat {
   long foreground = 0;      // tpgid: that terminal's foreground group
 };
 
-inline std::optional<thread_stat> read_stat(const std::string& dir) {
+inline std::optional<thread_stat> read_stat(const std::string& dir, long* threads = nullptr) {
   auto text = read_text_file((dir + "/stat").c_str());
   if (!text) return std::nullopt;
   const auto close = text->rfind(')');  // the name may hold spaces and parentheses
   if (close == std::string::npos) return std::nullopt;
   thread_stat st;
-  // state ppid pgrp session tty_nr tpgid
-  long ppid = 0, session = 0;
-  if (std::sscanf(text->c_str() + close + 1, " %c %ld %ld %ld %lu %ld", &st.state, &ppid, &st.group, &session,
-                  &st.tty, &st.foreground) != 6)
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+  // cmajflt utime stime cutime cstime priority nice num_threads
+  long ppid = 0, session = 0, number = 0;
+  if (std::sscanf(text->c_str() + close + 1,
+                  " %c %ld %ld %ld %lu %ld %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %ld", &st.state, &ppid,
+                  &st.group, &session, &st.tty, &st.foreground, &number) != 7)
     return std::nullopt;
+  if (threads) *threads = number;
   return st;
 }
 
@@ -135,8 +138,8 @@ inline activity classify_epoll(pid_t pid, const blocked_call& call, const input_
 }
 
 inline activity classify_thread(pid_t pid, const std::string& dir, const input_identity& input, thread_stat& st,
-                                const char*& call_name) {
-  auto stat = read_stat(dir);
+                                const char*& call_name, const std::optional<thread_stat>& known = std::nullopt) {
+  auto stat = known ? known : read_stat(dir);
   if (!stat) return activity::idle;  // gone meanwhile
   st = *stat;
   switch (st.state) {
@@ -232,11 +235,17 @@ BASHEXEC_DECL std::optional<blocked_reader> probe_input_wait(pid_t root, const i
       if (seen >= max_processes) return std::nullopt;
       const pid_t pid = pending.back();
       pending.pop_back();
-      for (pid_t tid : threads_of(pid)) {
+      // A process of one thread (most of them) is read through its own
+      // stat, without listing /proc/<pid>/task.
+      long thread_count = 0;
+      const auto process_stat = read_stat(fmt::format("/proc/{}", pid), &thread_count);
+      if (!process_stat) continue;  // gone meanwhile
+      const bool single = thread_count == 1;
+      for (pid_t tid : single ? std::vector<pid_t>{pid} : threads_of(pid)) {
         const std::string dir = fmt::format("/proc/{}/task/{}", pid, tid);
         thread_stat st;
         const char* call = "";
-        const activity a = classify_thread(pid, dir, input, st, call);
+        const activity a = classify_thread(pid, dir, input, st, call, single ? process_stat : std::nullopt);
         if (a == activity::busy) return std::nullopt;
         // On a terminal only the foreground group reads it (a background
         // reader would be stopped by SIGTTIN).
