@@ -88,14 +88,19 @@ std::string producer_command(stream s) {
   return fmt::format("exec {} --produce {} {}", self_path(), i.name, i.bytes);
 }
 
-pid_t raw_spawn(const std::string& command, int out_fd) {
+pid_t raw_spawn(const std::string& command, int out_fd, bool terminal) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawnattr_init(&attr);
-  if (out_fd >= 0) ::posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  ::posix_spawnattr_setpgroup(&attr, 0);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
+  if (terminal) {
+    for (int fd = 0; fd < 3; ++fd) ::posix_spawn_file_actions_adddup2(&actions, out_fd, fd);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_USEVFORK);
+  } else {
+    if (out_fd >= 0) ::posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+    ::posix_spawnattr_setpgroup(&attr, 0);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
+  }
   char bash[] = "/bin/bash", dash_c[] = "-c";
   std::string cmd = command;
   char* argv[] = {bash, dash_c, cmd.data(), nullptr};

@@ -72,8 +72,9 @@ int produce(int argc, char** argv);
 std::string producer_command(stream s);
 
 /// Spawns `/bin/bash -c command` with stdout → `out_fd` (−1: inherit /dev/null),
-/// in its own process group; returns the pid.
-pid_t raw_spawn(const std::string& command, int out_fd);
+/// in its own process group; returns the pid. With `terminal`, `out_fd` is
+/// a terminal's slave and becomes stdin, stdout and stderr of a new session.
+pid_t raw_spawn(const std::string& command, int out_fd, bool terminal = false);
 
 /// Waits for `pid`; returns its wait status.
 int raw_wait(pid_t pid);

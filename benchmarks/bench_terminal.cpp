@@ -43,26 +43,7 @@ bashexec::exec_request on_terminal(std::string command) {
 }
 
 /// /bin/bash -c `command` with the slave as stdin, stdout and stderr.
-pid_t spawn_on(const std::string& command, int slave) {
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  for (int fd = 0; fd < 3; ++fd) ::posix_spawn_file_actions_adddup2(&actions, slave, fd);
-  posix_spawnattr_t attr;
-  ::posix_spawnattr_init(&attr);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  char bash[] = "/bin/bash", dash_c[] = "-c";
-  std::string cmd = command;
-  char* argv[] = {bash, dash_c, cmd.data(), nullptr};
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, bash, &actions, &attr, argv, environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    errno = rc;
-    fail("posix_spawn");
-  }
-  return pid;
-}
+pid_t spawn_on(const std::string& command, int slave) { return raw_spawn(command, slave, true); }
 
 /// Reads the master until `until` holds of what was read (or EIO).
 template <class Pred>

@@ -97,6 +97,16 @@ std::optional<std::string> backend_missing(bool with_network = false) {
   }
 }
 
+/// Why `Executor` cannot run here: its confining backend is missing; empty
+/// for an executor that never confines (it always can).
+template <class Executor>
+std::optional<std::string> executor_missing() {
+  if constexpr (Executor::confines)
+    return backend_missing<Executor>();
+  else
+    return std::nullopt;
+}
+
 /// The level a `mode` run must report here (no protected path in the test
 /// workspaces). Under Landlock, workspace-write is always partial (metadata
 /// outside the workspace is not governed); read-only is full from ABI 3

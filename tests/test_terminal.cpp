@@ -35,15 +35,6 @@ using posix_spawn_terminal_executor = basic_executor<policies<spawn_with<posix_s
 using prespawned_local_executor =
     test_support::warm_executor<policies<spawn_with<prespawned>>>;
 
-/// Why `Executor` cannot run here (a confining backend missing); empty when it can.
-template <class Executor>
-std::optional<std::string> missing() {
-  if constexpr (Executor::confines)
-    return test_support::backend_missing<Executor>();
-  else
-    return std::nullopt;
-}
-
 template <class Executor>
 executor_config terminal_config(const std::filesystem::path& workspace) {
   executor_config config = fast_config();
@@ -87,7 +78,7 @@ std::string read_until(Executor& exec, const task_id& id, Pred until) {
 
 TEMPLATE_TEST_CASE("a command on a terminal has it as stdin, stdout, stderr and controlling terminal",
                    "[terminal]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   auto result = exec.run(exec.resolve(on_terminal(
@@ -107,7 +98,7 @@ TEMPLATE_TEST_CASE("a command on a terminal has it as stdin, stdout, stderr and 
 
 TEMPLATE_TEST_CASE("a foreground run that waits for input returns as such and goes on as a task",
                    "[terminal]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   exec_request request = on_terminal("echo before; read -p 'Continue? [Y/n] ' answer; echo \"got:$answer\"; exit 7");
@@ -136,7 +127,7 @@ TEMPLATE_TEST_CASE("a foreground run that waits for input returns as such and go
 
 TEMPLATE_TEST_CASE("^C at a terminal interrupts the foreground of a running task", "[terminal]",
                    TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   SECTION("as a keystroke") {
@@ -162,7 +153,7 @@ TEMPLATE_TEST_CASE("^C at a terminal interrupts the foreground of a running task
 }
 
 TEMPLATE_TEST_CASE("quiet work is never reported as waiting for input", "[terminal]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   const char* quiet_work[] = {
@@ -184,7 +175,7 @@ TEMPLATE_TEST_CASE("quiet work is never reported as waiting for input", "[termin
 
 TEMPLATE_TEST_CASE("a kept stdin pipe takes input, reports its waits and reads end of file on close",
                    "[terminal]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   exec_request request{.command = "while read line; do echo \"line:$line\"; done; echo eof"};
@@ -205,7 +196,7 @@ TEMPLATE_TEST_CASE("a kept stdin pipe takes input, reports its waits and reads e
 
 TEMPLATE_TEST_CASE("a flood through a terminal is bounded like a pipe's, the spill file holding it all",
                    "[terminal][hostile]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   executor_config config = terminal_config<TestType>(workspace.path());
   config.output_cap = 4096;
@@ -220,7 +211,7 @@ TEMPLATE_TEST_CASE("a flood through a terminal is bounded like a pipe's, the spi
 
 TEMPLATE_TEST_CASE("a command that closes, resizes or types into its own terminal hurts only itself",
                    "[terminal][hostile]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   SECTION("it closes every descriptor of its terminal and goes on quietly") {
@@ -264,7 +255,7 @@ TEMPLATE_TEST_CASE("a command that closes, resizes or types into its own termina
 
 TEMPLATE_TEST_CASE("an input wait is told to listeners once per wait, and a kept pipe reports partial writes",
                    "[terminal]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   executor_config config = terminal_config<TestType>(workspace.path());
   config.terminal.write_timeout = 300ms;
@@ -309,7 +300,7 @@ double process_cpu_seconds() {
 
 TEMPLATE_TEST_CASE("a task whose input was fed or whose terminal closed costs the executor no CPU while it runs on",
                    "[terminal][hostile]", TERMINAL_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
   test_support::temp_dir workspace;
   TestType exec(terminal_config<TestType>(workspace.path()));
   exec_request fed{.command = "read line; echo \"got $line\"; sleep 30"};

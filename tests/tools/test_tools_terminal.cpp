@@ -31,14 +31,6 @@ executor_config live_config(const std::filesystem::path& workspace) {
   return config;
 }
 
-template <class Executor>
-std::optional<std::string> missing() {
-  if constexpr (Executor::confines)
-    return test_support::backend_missing<Executor>();
-  else
-    return std::nullopt;
-}
-
 /// The task id a waiting marker names: `… answer with bash_input on bash-N]`.
 std::string waiting_task(const std::string& text) {
   const std::string mark = "answer with bash_input on ";
@@ -47,6 +39,19 @@ std::string waiting_task(const std::string& text) {
   const auto end = text.find(']', at);
   return text.substr(at + mark.size(), end - at - mark.size());
 }
+
+/// One executor on a scratch workspace, its tools, and the calling session.
+template <class Executor>
+struct live_session {
+  test_support::temp_dir workspace;
+  Executor exec{live_config<Executor>(workspace.path())};
+  bash_tools<Executor> tools{exec};
+  call_context me = [] {
+    call_context context;
+    context.session = owner_token("me");
+    return context;
+  }();
+};
 
 bool has_program(const char* name) {
   return std::system(fmt::format("command -v {} >/dev/null 2>&1", name).c_str()) == 0;
@@ -71,12 +76,9 @@ TEMPLATE_TEST_CASE("bash offers tty and bash_input over an executor that takes i
 }
 
 TEMPLATE_TEST_CASE("a prompt in a tty call is answered with bash_input", "[terminal][tools]", LIVE_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
-  test_support::temp_dir workspace;
-  TestType exec(live_config<TestType>(workspace.path()));
-  bash_tools tools(exec);
-  call_context me;
-  me.session = owner_token("me");
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  live_session<TestType> live;
+  auto& [workspace, exec, tools, me] = live;
   auto first = tools.call("bash",
                           {{"command", "echo installing; read -p 'Proceed? [Y/n] ' a; echo \"answer=$a\"; exit 4"},
                            {"description", "asks a question"},
@@ -113,12 +115,9 @@ TEMPLATE_TEST_CASE("a prompt in a tty call is answered with bash_input", "[termi
 }
 
 TEMPLATE_TEST_CASE("real interactive programs are driven through bash_input", "[terminal][tools]", LIVE_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
-  test_support::temp_dir workspace;
-  TestType exec(live_config<TestType>(workspace.path()));
-  bash_tools tools(exec);
-  call_context me;
-  me.session = owner_token("me");
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  live_session<TestType> live;
+  auto& [workspace, exec, tools, me] = live;
   auto tty = [&](std::string command) {
     return tools.call("bash", {{"command", command}, {"description", "interactive"}, {"tty", true}}, me);
   };
@@ -196,12 +195,9 @@ TEMPLATE_TEST_CASE("real interactive programs are driven through bash_input", "[
 
 TEMPLATE_TEST_CASE("^C through bash_input interrupts a running command and bash_output shows the wait",
                    "[terminal][tools]", LIVE_EXECUTORS) {
-  SKIP_UNLESS(missing<TestType>());
-  test_support::temp_dir workspace;
-  TestType exec(live_config<TestType>(workspace.path()));
-  bash_tools tools(exec);
-  call_context me;
-  me.session = owner_token("me");
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  live_session<TestType> live;
+  auto& [workspace, exec, tools, me] = live;
   auto started = tools.call("bash",
                             {{"command", "while read -p 'cmd> ' c; do sleep 30; echo ran; done"},
                              {"description", "a loop"},
