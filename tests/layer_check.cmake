@@ -20,7 +20,7 @@ set(layer_names
   linkage text vocabulary kernel trust concepts backends policies engine facade laws session tools remote server)
 set(layer_linkage    "bashexec/detail/linkage\\.hpp")
 set(layer_text       "bashexec/detail/text/.*")
-set(root_vocabulary  "errors|ids|unique_fd|exit_facts|sandbox_mode|network_access|network_policy|containment|signal_name|run_progress|subscription|terminal|version")
+set(root_vocabulary  "errors|ids|unique_fd|exit_facts|sandbox_mode|network_access|network_policy|containment|signal_name|run_progress|subscription|terminal|shell_state|version")
 set(layer_vocabulary "bashexec/(impl/)?(${root_vocabulary})\\.(hpp|ipp)")
 set(layer_kernel     "bashexec/detail/kernel/.*")
 set(layer_trust      "bashexec/detail/trust/.*")

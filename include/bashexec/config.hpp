@@ -210,6 +210,9 @@ struct executor_config {
   prespawn_settings prespawn;
   /// Commands on a terminal, input and input waits (terminal.hpp).
   terminal_settings terminal;
+  /// The largest shell state (exec_request::capture_state) taken, in bytes
+  /// of its record; a larger one is dropped with a notice.
+  std::size_t shell_state_limit = std::size_t{1} << 20;
 };
 
 namespace detail {

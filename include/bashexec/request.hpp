@@ -60,6 +60,14 @@ struct basic_exec_request {
   /// `stdin_data`, when given) until `close_input`. A terminal's input is
   /// always open.
   bool keep_stdin_open = false;
+  /// Report the shell's final working directory and exported environment
+  /// (run_result::final_state, shell_state.hpp), captured by the shell
+  /// itself at its exit into a file of the executor's — never read from
+  /// its output. A foreground run on pipes only; ignored by `start`.
+  bool capture_state = false;
+  /// Names removed from the child's environment (after the scrub, before
+  /// `env`): what a carried state's `unset` says.
+  std::vector<std::string> env_unset{};
 };
 
 namespace detail {

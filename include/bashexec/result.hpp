@@ -13,6 +13,7 @@
 #include "bashexec/ids.hpp"
 #include "bashexec/network_policy.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/shell_state.hpp"
 #include "bashexec/terminal.hpp"
 
 namespace bashexec {
@@ -71,6 +72,11 @@ struct run_result {
   std::optional<task_id> continued_as;
   /// The wait that ended the run, when `continued_as` is set.
   std::optional<bashexec::input_wait> input_wait;
+  /// With exec_request::capture_state: the shell's state at its exit. Empty
+  /// when it did not exit by itself (a signal, a timeout, an abort) or the
+  /// state could not be taken; then `state_notice` says why.
+  std::optional<shell_state> final_state;
+  std::optional<std::string> state_notice;
 };
 
 enum class task_status { running, completed, killed };

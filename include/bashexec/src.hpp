@@ -25,6 +25,7 @@
 #include "bashexec/detail/engine/impl/launch_builder.ipp"
 #include "bashexec/detail/engine/impl/reactor.ipp"
 #include "bashexec/detail/engine/impl/resolve.ipp"
+#include "bashexec/detail/engine/impl/shell_state_capture.ipp"
 #include "bashexec/detail/engine/impl/resource_limits.ipp"
 #include "bashexec/detail/engine/impl/spawn_thread.ipp"
 #include "bashexec/detail/engine/impl/spill_placement.ipp"

@@ -46,7 +46,11 @@ struct basic_executor<Policies>::engine {
     task_events(basic_executor& owner, engine& state) : executor(owner), self(state) {}
     void task_settled(task_snapshot final_facts, std::uint64_t serial, std::uint64_t held,
                       bool tell_listeners) override {
-      if (tell_listeners) executor.listeners_->notify(std::move(final_facts));  // the listener's own copy
+      // A foreground run's task that settled before it was handed on is the
+      // run's result, not a task: let go of it here, the last thing its
+      // on_settled does, so it lives until then whatever the run does.
+      if (!tell_listeners) return self.tasks.release(serial);
+      executor.listeners_->notify(std::move(final_facts));  // the listener's own copy
       self.tasks.settled(serial, held);
     }
     void wake_reactor() override { self.reactor.wake(); }
@@ -147,8 +151,15 @@ task_id basic_executor<Policies>::start_task(const exec_spec& spec, bool foregro
   state.reactor.start();  // before anything is spawned: a child must never lack its driver
   auto task = std::make_shared<typename engine::task_type>(state.host, state.launches, confinement_, spec,
                                                            ownership_type::keep(spec.owner), foreground);
-  return detail::start_background(task, state.launches.build(spec, confinement_, under), spawn_, state.spawner,
-                                  state.reactor, state.tasks, spec.stop);
+  // A task's final state is never taken (calls go on meanwhile): no capture.
+  detail::prepared_launch launch = spec.capture_state ? [&] {
+    exec_spec without = spec;
+    without.capture_state = false;
+    return state.launches.build(without, confinement_, under);
+  }()
+                                              : state.launches.build(spec, confinement_, under);
+  return detail::start_background(task, std::move(launch), spawn_, state.spawner, state.reactor, state.tasks,
+                                  spec.stop);
 }
 
 template <class Policies>
@@ -188,8 +199,7 @@ run_result basic_executor<Policies>::run_interactive(const exec_spec& spec) {
     return result;
   }
   // Settled within the call: a run like any other, and no task is left
-  // (its id stays unused, like a forgotten one).
-  state.tasks.release(id);
+  // (its id stays unused, like a forgotten one; task_events lets go of it).
   auto [out, err] = task->final_output();
   if (facts.start_error) throw infrastructure_error(*facts.start_error);
   if (facts.sandbox && facts.sandbox->runner_failed)

@@ -41,6 +41,7 @@ BASHEXEC_DECL void validate(const executor_config& config) {
   detail::require_positive(config.terminal.write_timeout, "terminal.write_timeout");
   if (config.terminal.max_interval < config.terminal.quiet)
     throw std::invalid_argument("terminal.max_interval must be at least terminal.quiet");
+  if (config.shell_state_limit == 0) throw std::invalid_argument("shell_state_limit must be positive, got 0");
   if (config.terminal.prompt_bytes == 0) throw std::invalid_argument("terminal.prompt_bytes must be positive, got 0");
   if (config.terminal.term.empty() || config.terminal.term.find_first_of("=\n") != std::string::npos)
     throw std::invalid_argument("terminal.term must be a terminal type name (no '=' or newline)");

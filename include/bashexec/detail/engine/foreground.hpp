@@ -26,7 +26,9 @@
 
 #include "bashexec/config.hpp"
 #include "bashexec/detail/engine/child_run.hpp"
+#include "bashexec/detail/engine/environment.hpp"
 #include "bashexec/detail/engine/launch_builder.hpp"
+#include "bashexec/detail/engine/shell_state_capture.hpp"
 #include "bashexec/detail/engine/spawn_step.hpp"
 #include "bashexec/detail/engine/verdict.hpp"
 #include "bashexec/detail/text/text_match.hpp"
@@ -96,6 +98,20 @@ void drive_until_settled(child_run<Collector>& child, const std::stop_token& sto
   }
 }
 
+/// The shell's final state for a run that asked for it
+/// (detail/engine/shell_state_capture.hpp), or why there is none: only a
+/// shell that exited by itself leaves one.
+inline void take_state(run_result& result, int state_file, const executor_config& config) {
+  if (result.timed_out || result.aborted || result.signal || !result.exit_code) {
+    result.state_notice = "the command did not exit by itself (killed, timed out or aborted): no state was taken";
+    return;
+  }
+  std::string why;
+  result.final_state =
+      read_state_file(state_file, config.shell_state_limit, child_environment(nullptr, config.scrub), config.scrub, why);
+  if (!result.final_state) result.state_notice = std::move(why);
+}
+
 /// Spawns `launch` with `spawner` and drives it to completion in the calling
 /// thread. A runner failure of a confined run throws sandbox_unavailable
 /// naming `confinement_name`.
@@ -141,6 +157,7 @@ run_result run_foreground(const Spawn& spawner, const exec_spec& spec, prepared_
     result.exit_code = v.command_exit->exit_code;
     result.signal = v.command_exit->signal;
   }
+  if (launch.state_file) take_state(result, launch.state_file.get(), config);
   return result;
 }
 

@@ -74,6 +74,9 @@ struct prepared_launch {
   /// On a terminal: the slave's device number (how /proc names it) — the
   /// input-wait probe's evidence (detail/kernel/input_wait_probe.hpp).
   dev_t terminal_device = 0;
+  /// With exec_request::capture_state: the file the shell's exit trap
+  /// writes its state to (the parent reads it once the shell exited).
+  unique_fd state_file;
   std::optional<cgroup_lease> cgroup;  // cgroup containment
   containment_mechanism containment = containment_mechanism::process_group;
   /// Under `network = allowlist`: that step's context (on the heap: the
@@ -176,6 +179,8 @@ class launch_builder {
       p.plan.stderr_fd = p.child_err.get();
     }
     p.plan.argv = {config_.shell.string(), "-c", spec.command};
+    if (spec.capture_state) add_state_capture(p, spec);
+    if (!spec.env_unset.empty()) remove_unset(p.plan.env, spec);
     p.plan.workdir = spec.workdir;
     p.plan.limits = plan_limits(config_.limits);
     // A spill directory under a root workspace-write grants (a workspace of
@@ -243,6 +248,14 @@ class launch_builder {
   /// terminal, its master as the parent's output and input, TERM a real
   /// terminal type (unless the request sets one).
   void add_terminal(prepared_launch& p, const exec_spec& spec) const;
+
+  /// The shell's final state through a file of its own
+  /// (detail/engine/shell_state_capture.hpp): the wrapper as the script, the
+  /// command as its argument, the file as the next inherited descriptor.
+  void add_state_capture(prepared_launch& p, const exec_spec& spec) const;
+
+  /// Removes `spec.env_unset`'s names from `env`, but not those `spec.env` sets.
+  static void remove_unset(std::vector<std::string>& env, const exec_spec& spec);
 
   /// Plans the egress step (detail/kernel/egress_namespace.hpp) and the proxy
   /// variables; sandbox_unavailable under `mode` when the namespace cannot

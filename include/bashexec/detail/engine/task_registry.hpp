@@ -76,13 +76,16 @@ class task_registry {
     return id;
   }
 
-  /// Lets go of `id` at once, as if forgotten, without removing its spill
-  /// files (a foreground run that settled reports them).
-  void release(const task_id& id) {
-    const auto serial = serial_of(id);
-    if (!serial) return;
+  /// Lets go of task `serial` at once, as if forgotten, without removing
+  /// its spill files (a foreground run that settled reports them). The
+  /// record is freed outside the lock, with the last reference.
+  void release(std::uint64_t serial) {
+    std::shared_ptr<Task> last;
     std::lock_guard lock(mutex_);
-    tasks_.erase(*serial);
+    if (auto it = tasks_.find(serial); it != tasks_.end()) {
+      last = std::move(it->second);
+      tasks_.erase(it);
+    }
   }
 
   /// The task of `id`. Throws task_forgotten or unknown_task.

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -17,6 +18,7 @@
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/engine/shell_state_capture.hpp"
 #include "bashexec/detail/kernel/capabilities.hpp"
 #include "bashexec/detail/kernel/pseudo_terminal.hpp"
 #include "bashexec/detail/kernel/user_namespace.hpp"
@@ -76,6 +78,21 @@ BASHEXEC_DECL void launch_builder::add_terminal(prepared_launch& p, const exec_s
   if (spec.env) env = *spec.env;
   env.try_emplace("TERM", config_.terminal.term);
   p.plan.env = child_environment(&env, config_.scrub);
+}
+
+BASHEXEC_DECL void launch_builder::add_state_capture(prepared_launch& p, const exec_spec& spec) const {
+  p.state_file = make_state_file(spills_.ensure());
+  const int fd = 3 + static_cast<int>(p.plan.inherited_fds.size());
+  p.plan.inherited_fds.push_back(p.state_file.get());
+  p.plan.argv = {config_.shell.string(), "-c", state_wrapper(fd), config_.shell.string(), spec.command};
+}
+
+BASHEXEC_DECL void launch_builder::remove_unset(std::vector<std::string>& env, const exec_spec& spec) {
+  std::erase_if(env, [&spec](const std::string& entry) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (spec.env && spec.env->count(name)) return false;
+    return std::find(spec.env_unset.begin(), spec.env_unset.end(), name) != spec.env_unset.end();
+  });
 }
 
 BASHEXEC_DECL void require_directory(const std::filesystem::path& workdir) {

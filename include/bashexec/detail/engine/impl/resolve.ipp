@@ -38,6 +38,9 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   if (request.terminal && request.stdin_data)
     throw std::invalid_argument(
         "stdin_data: a command on a terminal takes its input by write_input once it runs, not as stdin_data");
+  for (std::size_t i = 0; i < request.env_unset.size(); ++i)
+    if (request.env_unset[i].empty() || request.env_unset[i].find_first_of("=\0", 0, 2) != std::string::npos)
+      throw std::invalid_argument(fmt::format("env_unset[{}]: \"{}\" is not a variable name", i, request.env_unset[i]));
   exec_spec spec;
   spec.command = std::move(request.command);
   spec.workdir = request.workdir ? context.cwd / *request.workdir : context.cwd;  // an absolute workdir replaces cwd
@@ -52,6 +55,8 @@ BASHEXEC_DECL exec_spec resolve(exec_request request, const resolve_context& con
   spec.progress = std::move(request.progress);
   spec.terminal = request.terminal;
   spec.keep_stdin_open = request.keep_stdin_open;
+  spec.capture_state = request.capture_state;
+  spec.env_unset = std::move(request.env_unset);
   return spec;
 }
 
