@@ -395,22 +395,28 @@ TEST_CASE("Beyond: SIGKILL of bashexec serve leaves none of its commands behind,
   }
   temp_dir workspace("/var/tmp");
   const std::string marker = unique_sleep();
+  // The pipeline's feeder sleeps for a duration of its own, so that the
+  // cleanup below kills this run's feeder only: a pattern shared with the
+  // suite's other copies (root, nobody, Release, run at once by CTest) closed
+  // their servers' stdin and ended their tasks early.
+  std::string feeder = unique_sleep();
+  feeder = "60." + feeder.erase(feeder.find('.'), 1);  // about a minute, should the test stop early
   const std::string request = fmt::format(
       R"({{"id":1,"session":"s1","tool":"bash","args":{{"command":"setsid sleep {0} & nohup sleep {0} >/dev/null 2>&1 & sleep {0}","description":"escape","run_in_background":true}}}})",
       marker);
   const fs::path pid_file = workspace.path() / "serve.pid";
   const std::string script = fmt::format(
-      "cd {0} || exit 1; {{ printf '%s\\n' '{1}'; sleep 60; }} | {2} serve {4} --workdir {0} >/dev/null 2>&1 & "
+      "cd {0} || exit 1; {{ printf '%s\\n' '{1}'; sleep {5}; }} | {2} serve {4} --workdir {0} >/dev/null 2>&1 & "
       "echo $! > {3}",
-      workspace.str(), request, BASHEXEC_CLI_PATH, pid_file.string(), sandboxed ? "" : "--unconfined");
+      workspace.str(), request, BASHEXEC_CLI_PATH, pid_file.string(), sandboxed ? "" : "--unconfined", feeder);
   REQUIRE(std::system(script.c_str()) == 0);
   REQUIRE(eventually([&] { return processes_with(marker).size() >= 3; }));
   const long serve_pid = std::atol(slurp(pid_file).c_str());
   REQUIRE(serve_pid > 1);
   CHECK(::kill(static_cast<pid_t>(serve_pid), SIGKILL) == 0);
   CHECK(eventually([&] { return processes_with(marker).empty(); }, std::chrono::seconds(5)));
-  // The feeding `sleep 60` of the pipeline is the script's, not the server's.
-  std::system("pkill -f '^sleep 60$' >/dev/null 2>&1");
+  // The feeder is the script's, not the server's.
+  std::system(fmt::format("pkill -f '^sleep {}$' >/dev/null 2>&1", feeder).c_str());
 }
 #endif
 
