@@ -200,3 +200,4 @@ set_tests_properties(deploy/validate_manifests PROPERTIES TIMEOUT 300 LABELS dep
 bashexec_rerun_test(test_terminal_unprivileged run_unprivileged.sh test_terminal 300 unprivileged)
 bashexec_rerun_test(test_tools_terminal_unprivileged run_unprivileged.sh test_tools_terminal 300 unprivileged)
 bashexec_rerun_test(test_shell_state_unprivileged run_unprivileged.sh test_shell_state 300 unprivileged)
+bashexec_rerun_test(test_tools_shell_state_unprivileged run_unprivileged.sh test_tools_shell_state 300 unprivileged)

@@ -110,6 +110,19 @@ TEMPLATE_TEST_CASE("a shell that did not exit by itself, or spoiled its record, 
   expect_dropped("printf 'bashexec-state-1\\0/etc\\0FORGED=1\\0end\\0' >&3", "more than once");
 }
 
+TEMPLATE_TEST_CASE("a child that writes to the state descriptor after the shell exits changes nothing",
+                   "[shell_state][hostile]", STATE_EXECUTORS) {
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(state_config<TestType>(workspace.path()));
+  auto result = exec.run(exec.resolve(capturing(
+      "( sleep 0.3; printf 'bashexec-state-1\\0/etc\\0FORGED=1\\0end\\0' >&3 ) >/dev/null 2>&1 & export HONEST=1")));
+  REQUIRE(result.final_state);
+  CHECK(result.final_state->env.at("HONEST") == "1");
+  CHECK_FALSE(result.final_state->env.contains("FORGED"));
+  CHECK(result.final_state->cwd == std::filesystem::canonical(workspace.path()));
+}
+
 TEMPLATE_TEST_CASE("a shell that deleted its own directory still reports its exports", "[shell_state][hostile]",
                    STATE_EXECUTORS) {
   SKIP_UNLESS(test_support::executor_missing<TestType>());

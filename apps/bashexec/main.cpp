@@ -206,12 +206,19 @@ int run_command(std::vector<std::string_view> argv) {
 
 int tools_command(std::vector<std::string_view> argv) {
   common_options options;
-  const auto answered = read_flags("tools", std::move(argv), tools_help,
-                                   [&](auto flag, auto& args) { return parse_common(flag, args, options); });
+  state_carry carry;
+  const auto answered = read_flags("tools", std::move(argv), tools_help, [&](auto flag, auto& args) {
+    if (flag == "--carry") {
+      carry = parse_carry(args.value(flag));
+      return true;
+    }
+    return parse_common(flag, args, options);
+  });
   if (answered) return *answered;
-  // The schemas depend only on whether the executor confines (every
-  // executor the CLI builds takes input: `tty` and bash_input).
-  fmt::print("{}\n", tool_schemas(options.confined(), false, true).dump(2));
+  // The schemas depend on whether the executor confines and on what
+  // sessions carry (every executor the CLI builds takes input: `tty` and
+  // bash_input).
+  fmt::print("{}\n", tool_schemas(options.confined(), false, true, carry).dump(2));
   return 0;
 }
 
@@ -220,6 +227,8 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
   if (parse_common(flag, args, options)) return true;
   if (flag == "--session-dir")
     options.session_dir = std::string(args.value(flag));
+  else if (flag == "--carry")
+    options.carry = parse_carry(args.value(flag));
   else if (flag == "--approve")
     options.approve = parse_approval(args.value(flag));
   else if (flag == "--max-in-flight")
@@ -241,6 +250,7 @@ bool parse_server_flag(std::string_view flag, arguments& args, serve_options& op
 server::server_options server_options_of(const serve_options& options) {
   server::server_options out;
   out.approve = options.approve;
+  out.carry = options.carry;
   out.max_in_flight = options.max_in_flight;
   out.write_timeout = options.write_timeout;
   return out;
@@ -249,6 +259,7 @@ server::server_options server_options_of(const serve_options& options) {
 server::mcp_server_options server_options_of(const mcp_options& options) {
   server::mcp_server_options out;
   out.approve = options.approve;
+  out.carry = options.carry;
   out.max_in_flight = options.max_in_flight;
   out.write_timeout = options.write_timeout;
   out.session = options.session;

@@ -36,16 +36,17 @@ Usage:
   bashexec run [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--timeout MS] [--json]
                [--prespawn N] -- COMMAND
   bashexec serve [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
-                 [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
+                 [--carry cwd,env] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
                  [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
                  [--write-timeout TIME]
   bashexec mcp [--mode MODE | --unconfined] [--network NET] [--workdir DIR] [--session-dir DIR]
-               [--session ID] [--approve never|always|ask] [--max-in-flight N] [--prespawn N]
+               [--session ID] [--carry cwd,env] [--approve never|always|ask] [--max-in-flight N]
+               [--prespawn N]
                [--retain-tasks N] [--retain-bytes SIZE] [--retain-age TIME]
                [--write-timeout TIME]
                [--http ADDR:PORT [--token-file FILE] [--allow-host H:P] [--allow-origin O] [--executor-api]
                 [--max-sessions N] [--session-idle-timeout TIME] [--request-timeout TIME]]
-  bashexec tools [--mode MODE | --unconfined]
+  bashexec tools [--mode MODE | --unconfined] [--carry WHAT]
   bashexec --help | --version
 
 Subcommands:
@@ -149,6 +150,11 @@ Options:
   --session-dir DIR   where session logs (mode overrides) are kept
                       (default: a private directory under $XDG_RUNTIME_DIR or /var/tmp —
                       never /tmp, which workspace-write may grant)
+  --carry WHAT        what each session carries from one bash call to the
+                      next: cwd (the working directory), env (exported
+                      variables), cwd,env, or none (default: every call a
+                      fresh shell). Kept in the session log; see
+                      docs/shell-state.md
   --approve POLICY    escalation requests: never (default), always, or ask
   --max-in-flight N   tool calls running at once (default 32, at most 1024); a
                       call over the limit waits for a free slot, and reading
@@ -219,6 +225,11 @@ Options:
   --workdir DIR       the working directory and workspace root
   --session-dir DIR   where the session log (its mode override) is kept
                       (default: a private directory, removed at exit)
+  --carry WHAT        what each session carries from one bash call to the
+                      next: cwd (the working directory), env (exported
+                      variables), cwd,env, or none (default: every call a
+                      fresh shell). Kept in the session log; see
+                      docs/shell-state.md
   --session ID        the session id: owner of its tasks, name of its log
                       (default "mcp"; 1 to 80 bytes)
   --approve POLICY    escalation requests: ask (default: elicitation when the
@@ -274,11 +285,13 @@ static_assert(task_retention{}.max_tasks == 1000 && task_retention{}.max_bytes =
                   task_retention{}.max_age == std::chrono::hours(1),
               "the retention defaults changed: update --retain-* in serve_help and docs/tool-protocol.md");
 
-inline constexpr std::string_view tools_help = R"(Usage: bashexec tools [--mode MODE | --unconfined]
+inline constexpr std::string_view tools_help = R"(Usage: bashexec tools [--mode MODE | --unconfined] [--carry WHAT]
 
 Prints the JSON array of tool schemas a harness gives its model. Under a
 sandbox (any mode but danger-full-access) the bash tool also offers
 sandbox_permissions and justification, the approval-gated escalation.
+With --carry (as for serve and mcp) the bash tool describes the carried
+shell state and offers reset.
 )";
 
 /// `--approve`: the library server's policy.
@@ -337,6 +350,8 @@ inline constexpr std::size_t max_max_in_flight = 1024;
 
 struct serve_options : common_options {
   std::optional<std::string> session_dir;
+  /// --carry: what each session carries from call to call.
+  state_carry carry{};
   approval_policy approve = approval_policy::never;
   std::size_t max_in_flight = default_max_in_flight;
   /// The library's defaults unless a --retain-* flag says otherwise.
@@ -602,6 +617,12 @@ inline std::chrono::milliseconds parse_duration(std::string_view flag, std::stri
         return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(*n * ms_per_unit));
   throw usage_error(
       fmt::format("{}: expected a positive duration such as 500ms, 90s, 10min or 1h, got \"{}\"", flag, text));
+}
+
+/// `--carry cwd|env|cwd,env|none`.
+inline state_carry parse_carry(std::string_view text) {
+  if (auto carry = parse_state_carry(text)) return *carry;
+  throw usage_error(fmt::format("--carry: expected cwd, env, cwd,env or none, got \"{}\"", text));
 }
 
 inline approval_policy parse_approval(std::string_view text) {

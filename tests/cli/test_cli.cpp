@@ -519,3 +519,35 @@ TEST_CASE("bashexec run --prespawn starts no pool: its one command is served col
   CAPTURE(result.out.text);
   CHECK(std::stoi(result.out.text) <= 3);
 }
+
+TEST_CASE("bashexec serve --carry cwd,env carries a session's cd and export, through a restart", "[cli][serve]") {
+  test_support::temp_dir workspace;
+  test_support::temp_dir sessions;
+  std::filesystem::create_directory(workspace.path() / "sub");
+  const std::vector<std::string> flags{"--unconfined", "--carry", "cwd,env", "--workdir", workspace.path().string(),
+                                       "--session-dir", sessions.path().string()};
+  {
+    server_process server(flags);
+    server.send(bash_call(1, "s1", "cd sub && export VENV=on"));
+    CHECK(server.reply_to(1)["is_error"] == false);
+    server.send(bash_call(2, "s1", "pwd; echo $VENV"));
+    CHECK(server.reply_to(2)["text"] == "[cwd: sub]\n" + workspace.str() + "/sub\non\n");
+    server.send(bash_call(3, "s2", "pwd; echo \"[${VENV-}]\""));
+    CHECK(server.reply_to(3)["text"] == workspace.str() + "\n[]\n");
+  }
+  server_process restarted(flags);
+  restarted.send(bash_call(4, "s1", "pwd; echo $VENV"));
+  CHECK(restarted.reply_to(4)["text"] == "[cwd: sub]\n" + workspace.str() + "/sub\non\n");
+}
+
+TEST_CASE("bashexec serve, mcp and tools refuse a --carry they cannot read, naming the flag", "[cli][serve]") {
+  for (const char* sub : {"serve", "mcp", "tools"}) {
+    INFO(sub);
+    auto bad = cli_run(fmt::format("{} --carry everything", sub));
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.text.find("--carry: expected cwd, env, cwd,env or none, got \"everything\"") != std::string::npos);
+  }
+  auto carried = json::parse(cli_run("tools --carry cwd").out.text);
+  CHECK(carried[0]["input_schema"]["properties"].contains("reset"));
+  CHECK(json::parse(cli_run("tools").out.text)[0]["input_schema"]["properties"].contains("reset") == false);
+}

@@ -49,7 +49,8 @@ class json_lines_server : public line_transport {
         tools_(executor,
                [this](const std::optional<owner_token>& owner, const std::string& notice) {
                  out_.emit({{"notice", notice}, {"session", session_json(owner)}});
-               }),
+               },
+               options.carry),
         handler_(tools_, logs_, approvals_, options.approve, std::move(options.workdir), options.limits,
                  [this](const approval_request& request, std::stop_token) {
                    return pool_.without_slot([&] { return approvals_.ask(request); });

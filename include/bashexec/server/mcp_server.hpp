@@ -74,7 +74,8 @@ class mcp_server : public line_transport {
         tools_(executor,
                [this](const std::optional<owner_token>& owner, const std::string& notice) {
                  if (owner && owner->value() == options_.session) log_notice(notice);
-               }),
+               },
+               options_.carry),
         runner_(tools_, options_.approve, options_.workdir,
                 [this](const approval_request& request, std::stop_token stop) {
                   return pool_.without_slot([&] { return elicit(request, stop); });

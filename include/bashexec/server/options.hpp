@@ -1,6 +1,7 @@
 // server/options: how a tool server (json_lines_server, mcp_server) serves:
 // who answers escalation questions, how many calls run at once, where the
-// sessions' logs live, the sessions' working directory, the request bounds
+// sessions' logs live, the sessions' working directory, what sessions carry
+// from call to call, the request bounds
 // and how long a response may wait for a client that does not read.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "bashexec/server/request_parse.hpp"
+#include "bashexec/tools/carried_state.hpp"
 
 namespace bashexec::server {
 
@@ -29,6 +31,9 @@ struct server_options {
   /// The sessions' working directory (a relative `workdir` resolves against
   /// it); empty: the executor's.
   std::filesystem::path workdir{};
+  /// What each session carries from call to call (tools/carried_state.hpp);
+  /// by default nothing, every call a fresh shell.
+  state_carry carry{};
   /// The bounds of one request line.
   request_limits limits{};
   /// How long one response line may wait for the output descriptor to take

@@ -1,7 +1,8 @@
 // session/session_events: the pure half of a session's log — the typed
 // events, their JSON form, the replay fold over a log file's bytes and the
-// sandbox-mode override and the network grants folded from the events
-// (docs/contract.md item 18; docs/network.md).
+// sandbox-mode override, the network grants and the carried shell state
+// folded from the events (docs/contract.md items 18 and 29; docs/network.md,
+// docs/shell-state.md).
 // No I/O here: session/session_log.hpp makes the events durable, and the
 // fold's outcome (events, a torn tail to drop, a newline to restore) is what
 // it applies to the file.
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -53,6 +55,25 @@ struct network_grant_event {
   friend bool operator==(const network_grant_event&, const network_grant_event&) = default;
 };
 
+/// The shell state the session's next call starts from (the `shell-state`
+/// event; tools/carried_state.hpp): each event holds the whole state, so the
+/// last one wins, and an empty one is the reset (the session root, the
+/// host-derived environment). Every string is valid UTF-8.
+struct shell_state_event {
+  /// Absolute; empty: the session root.
+  std::string cwd{};
+  /// Exported variables that differ from the starting environment.
+  std::map<std::string, std::string> env{};
+  /// Names of the starting environment the shell no longer exported.
+  std::vector<std::string> unset{};
+  /// Loader and shell-startup variables of `env` and the sandbox mode of the
+  /// call that set each: a wider call starts without them.
+  std::map<std::string, sandbox_mode> set_under{};
+
+  bool empty() const noexcept { return cwd.empty() && env.empty() && unset.empty(); }
+  friend bool operator==(const shell_state_event&, const shell_state_event&) = default;
+};
+
 /// An event of a type bashexec does not interpret, kept verbatim: `body` is
 /// the whole JSON object, `type` its "type" field.
 struct opaque_event {
@@ -61,7 +82,7 @@ struct opaque_event {
   friend bool operator==(const opaque_event&, const opaque_event&) = default;
 };
 
-using session_event = std::variant<sandbox_mode_event, network_grant_event, opaque_event>;
+using session_event = std::variant<sandbox_mode_event, network_grant_event, shell_state_event, opaque_event>;
 
 /// A log file that cannot be read, replayed or appended to.
 class session_log_error : public std::runtime_error {
@@ -71,6 +92,7 @@ class session_log_error : public std::runtime_error {
 
 inline constexpr std::string_view sandbox_mode_event_type = "sandbox-mode";
 inline constexpr std::string_view network_grant_event_type = "network-grant";
+inline constexpr std::string_view shell_state_event_type = "shell-state";
 
 /// The deepest nesting of arrays and objects an event may have (the event
 /// object itself is level 1).
@@ -137,6 +159,55 @@ inline bool json_value_too_deep(const nlohmann::json& value, std::size_t limit) 
   return false;
 }
 
+/// An environment variable's name as a carried state may hold it: what
+/// execve and `export` take (no `=`, no NUL, not empty).
+inline bool carried_name_ok(std::string_view name) noexcept {
+  return !name.empty() && name.find_first_of(std::string_view("=\0", 2)) == std::string_view::npos;
+}
+
+/// A `shell-state` event's fields; throws std::invalid_argument naming the
+/// field that is wrong.
+inline shell_state_event shell_state_from_json(const nlohmann::json& line) {
+  shell_state_event state;
+  const auto bad = [](std::string_view what) {
+    return std::invalid_argument(fmt::format("shell-state event with {}", what));
+  };
+  if (const auto cwd = line.find("cwd"); cwd != line.end()) {
+    if (!cwd->is_string() || cwd->get_ref<const std::string&>().empty() ||
+        cwd->get_ref<const std::string&>().front() != '/' ||
+        cwd->get_ref<const std::string&>().find('\0') != std::string::npos)
+      throw bad("a \"cwd\" that is not an absolute path");
+    state.cwd = cwd->get<std::string>();
+  }
+  if (const auto env = line.find("env"); env != line.end()) {
+    if (!env->is_object()) throw bad("an \"env\" that is not an object");
+    for (const auto& [name, value] : env->items()) {
+      if (!carried_name_ok(name) || !value.is_string() ||
+          value.get_ref<const std::string&>().find('\0') != std::string::npos)
+        throw bad("an \"env\" entry that is not NAME: string");
+      state.env.emplace(name, value.get<std::string>());
+    }
+  }
+  if (const auto unset = line.find("unset"); unset != line.end()) {
+    if (!unset->is_array()) throw bad("an \"unset\" that is not an array");
+    for (const auto& name : *unset) {
+      if (!name.is_string() || !carried_name_ok(name.get_ref<const std::string&>()))
+        throw bad("an \"unset\" entry that is not a variable name");
+      state.unset.push_back(name.get<std::string>());
+    }
+  }
+  if (const auto modes = line.find("set_under"); modes != line.end()) {
+    if (!modes->is_object()) throw bad("a \"set_under\" that is not an object");
+    for (const auto& [name, mode] : modes->items()) {
+      const auto parsed = mode.is_string() ? parse_sandbox_mode(mode.get_ref<const std::string&>()) : std::nullopt;
+      if (!parsed) throw bad("a \"set_under\" entry that is not a sandbox mode (read-only, workspace-write, danger-full-access)");
+      if (!state.env.contains(name)) throw bad("a \"set_under\" entry for a name \"env\" does not set");
+      state.set_under.emplace(name, *parsed);
+    }
+  }
+  return state;
+}
+
 }  // namespace detail
 
 /// The JSON object one event is stored as.
@@ -145,6 +216,17 @@ inline nlohmann::json event_to_json(const session_event& event) {
     return {{"type", sandbox_mode_event_type}, {"mode", to_string(mode->mode)}};
   if (const auto* grant = std::get_if<network_grant_event>(&event))
     return {{"type", network_grant_event_type}, {"domains", grant->domains}};
+  if (const auto* state = std::get_if<shell_state_event>(&event)) {
+    nlohmann::json object{{"type", shell_state_event_type}};
+    if (!state->cwd.empty()) object["cwd"] = state->cwd;
+    if (!state->env.empty()) object["env"] = state->env;
+    if (!state->unset.empty()) object["unset"] = state->unset;
+    if (!state->set_under.empty()) {
+      nlohmann::json& modes = object["set_under"];
+      for (const auto& [name, mode] : state->set_under) modes[name] = to_string(mode);
+    }
+    return object;
+  }
   const auto& opaque = std::get<opaque_event>(event);
   nlohmann::json body = opaque.body.is_object() ? opaque.body : nlohmann::json::object();
   body["type"] = opaque.type;
@@ -169,6 +251,7 @@ inline session_event event_from_json(const nlohmann::json& line) {
     }
     return grant;
   }
+  if (name == shell_state_event_type) return detail::shell_state_from_json(line);
   if (name != sandbox_mode_event_type) return opaque_event{name, line};
   const auto mode = line.find("mode");
   if (mode == line.end() || !mode->is_string())
@@ -200,6 +283,15 @@ inline std::vector<std::string> session_network_grants(std::span<const session_e
       for (const auto& domain : grant->domains)
         if (std::find(granted.begin(), granted.end(), domain) == granted.end()) granted.push_back(domain);
   return granted;
+}
+
+/// The state the session's next call starts from: the last `shell-state`
+/// event; empty (the session root, the host-derived environment) when there
+/// is none. A pure fold.
+inline shell_state_event current_shell_state(std::span<const session_event> events) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it)
+    if (const auto* state = std::get_if<shell_state_event>(&*it)) return *state;
+  return {};
 }
 
 /// A final line a crashed writer left half-written: `offset` is where it

@@ -68,6 +68,7 @@ struct session_log_options {
 class session_log;
 void set_sandbox_mode(session_log& log, sandbox_mode mode);
 void grant_network_for_session(session_log& log, std::vector<std::string> domains);
+void record_shell_state(session_log& log, shell_state_event state);
 
 /// One session's event log. Default-constructed it lives in memory only;
 /// constructed over a file it replays that file and makes every append
@@ -95,6 +96,16 @@ class session_log {
     return events_;
   }
 
+  /// The last event of type `Event`, if any, without copying the others
+  /// (the carried shell state is read on every call of a session).
+  template <class Event>
+  std::optional<Event> last_of() const {
+    std::lock_guard lock(mutex_);
+    for (auto it = events_.rbegin(); it != events_.rend(); ++it)
+      if (const auto* event = std::get_if<Event>(&*it)) return *event;
+    return std::nullopt;
+  }
+
   /// Appends a harness-defined event. `sandbox-mode` events are refused:
   /// `set_sandbox_mode` is their only write path.
   void append(std::string_view type, nlohmann::json body = nlohmann::json::object()) {
@@ -102,6 +113,8 @@ class session_log {
       throw std::invalid_argument("sandbox-mode events are written only by set_sandbox_mode");
     if (type == network_grant_event_type)
       throw std::invalid_argument("network-grant events are written only by grant_network_for_session");
+    if (type == shell_state_event_type)
+      throw std::invalid_argument("shell-state events are written only by record_shell_state");
     if (type.empty()) throw std::invalid_argument("event type must not be empty");
     if (!body.is_object()) throw std::invalid_argument("event body must be a JSON object");
     if (detail::json_value_too_deep(body, session_log_max_depth))
@@ -113,6 +126,7 @@ class session_log {
  private:
   friend void set_sandbox_mode(session_log& log, sandbox_mode mode);
   friend void grant_network_for_session(session_log& log, std::vector<std::string> domains);
+  friend void record_shell_state(session_log& log, shell_state_event state);
 
   std::string where() const { return file_ ? file_->string() : std::string("(memory)"); }
 
@@ -236,6 +250,29 @@ inline void grant_network_for_session(session_log& log, std::vector<std::string>
     if (!network::domain_pattern::parse(domain))
       throw std::invalid_argument(fmt::format("grant_network_for_session: \"{}\" is not a domain name", domain));
   log.append_event(network_grant_event{std::move(domains)});
+}
+
+/// Records the state the session's next call starts from (an empty state is
+/// the reset) — the only way to write a `shell-state` event. Durable before
+/// it returns when the log has a file. Throws std::invalid_argument for a
+/// string that is not valid UTF-8 or a field the event would not read back.
+inline void record_shell_state(session_log& log, shell_state_event state) {
+  // What is written must read back as it was: a strict dump refuses what
+  // the log's own (replacing) dump would change.
+  const nlohmann::json object = event_to_json(state);
+  try {
+    (void)object.dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw std::invalid_argument("record_shell_state: a string of the state is not valid UTF-8");
+  }
+  // The fields are checked as a replay would check them.
+  log.append_event(detail::shell_state_from_json(object));
+}
+
+/// The state `log`'s session's next call starts from (see
+/// `current_shell_state(events)`).
+inline shell_state_event current_shell_state(const session_log& log) {
+  return log.last_of<shell_state_event>().value_or(shell_state_event{});
 }
 
 /// The names granted to `log`'s session (see `session_network_grants(events)`).

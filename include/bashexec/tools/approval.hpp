@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,14 @@ struct approval_request {
   /// besides the allowed domains (exact, or `*.` wildcards; validated and
   /// lower-cased). Empty when no network access is asked for.
   std::vector<std::string> requested_domains{};
+  /// With carried shell state (tools/carried_state.hpp), what the call
+  /// would start with besides the command: its directory when carried
+  /// (absolute), the carried variables and unset names, and the startup
+  /// variables it starts without because they were set under a narrower mode.
+  std::string carried_cwd{};
+  std::map<std::string, std::string> carried_env{};
+  std::vector<std::string> carried_unset{};
+  std::vector<std::string> withheld_env{};
 
   /// Whether the mode is widened (else only the network is asked for).
   bool widens_mode() const noexcept { return requested_mode != current_mode; }

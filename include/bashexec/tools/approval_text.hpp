@@ -131,15 +131,41 @@ inline std::string visible_command(std::string_view command) {
   return out;
 }
 
-/// The question put to a person about `request`: the modes, the whole
-/// command (`visible_command`), the description and the justification (each
-/// on one line, `visible_text`). Empty when it would exceed
+/// The lines of the question that say what a call starts with from the
+/// session's carried shell state; empty without any.
+inline std::string carried_state_text(const approval_request& request) {
+  std::string text;
+  if (!request.carried_cwd.empty())
+    text += "\nStarts in (carried from the session's earlier calls): " + visible_text(request.carried_cwd);
+  if (!request.carried_env.empty()) {
+    text += fmt::format("\nEnvironment carried from the session's earlier calls ({} variable{}):",
+                        request.carried_env.size(), request.carried_env.size() == 1 ? "" : "s");
+    for (const auto& [name, value] : request.carried_env) text += "\n  " + visible_text(name) + "=" + visible_text(value);
+  }
+  if (!request.carried_unset.empty()) {
+    text += "\nUnset by the session's earlier calls:";
+    for (const auto& name : request.carried_unset) text += " " + visible_text(name);
+  }
+  if (!request.withheld_env.empty()) {
+    text += "\nNot carried into this wider call (set under a narrower mode):";
+    for (const auto& name : request.withheld_env) text += " " + visible_text(name);
+  }
+  return text;
+}
+
+/// The question put to a person about `request`: the modes, the carried
+/// state the call starts with (carried_state_text), the whole command
+/// (`visible_command`), the description and the justification (each on one
+/// line, `visible_text`). Empty when it would exceed
 /// `max_approval_text_bytes`: nothing is shown cut.
 inline std::optional<std::string> approval_text(const approval_request& request) {
   // The cheap bound first: escaping never shrinks a text.
-  std::size_t domains_bytes = 0;
-  for (const auto& domain : request.requested_domains) domains_bytes += domain.size() + 2;
-  if (request.command.size() + request.description.size() + request.justification.size() + domains_bytes >
+  std::size_t listed_bytes = request.carried_cwd.size();
+  for (const auto& domain : request.requested_domains) listed_bytes += domain.size() + 2;
+  for (const auto& [name, value] : request.carried_env) listed_bytes += name.size() + value.size() + 3;
+  for (const auto& name : request.carried_unset) listed_bytes += name.size() + 2;
+  for (const auto& name : request.withheld_env) listed_bytes += name.size() + 2;
+  if (request.command.size() + request.description.size() + request.justification.size() + listed_bytes >
       max_approval_text_bytes)
     return std::nullopt;
   std::string asked;
@@ -152,6 +178,7 @@ inline std::optional<std::string> approval_text(const approval_request& request)
     asked += "\nNetwork access asked for, beyond the allowed domains (this one command only):";
     for (const auto& domain : request.requested_domains) asked += "\n  " + visible_text(domain);
   }
+  asked += carried_state_text(request);
   std::string text = fmt::format("{}\n{}\nDescription: {}\nJustification: {}", asked,
                                  visible_command(request.command), visible_text(request.description),
                                  visible_text(request.justification));

@@ -109,6 +109,9 @@ struct bash_arguments {
   bool background = false;
   /// On a terminal of its own (offered only over an executor that takes input).
   bool tty = false;
+  /// Start from the session root and the host-derived environment, dropping
+  /// the carried shell state (offered only where state is carried).
+  bool reset = false;
 };
 
 inline bash_arguments read_bash(const nlohmann::json& args) {
@@ -127,6 +130,7 @@ inline bash_arguments read_bash(const nlohmann::json& args) {
   }
   out.background = optional_bool(args, "run_in_background");
   out.tty = optional_bool(args, "tty");
+  out.reset = optional_bool(args, "reset");
   return out;
 }
 

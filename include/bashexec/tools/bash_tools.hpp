@@ -7,6 +7,12 @@
 // the result text (tools/render.hpp). `call` never throws and never forwards
 // model-supplied `stdin`, `env` or any key it does not know.
 //
+// A `bash_tools` made with a `state_carry` carries each session's working
+// directory and/or exported environment from call to call (item 29,
+// tools/carried_state.hpp): the state is read from the session's log, given
+// to the executor as request data, captured from the shell at its exit and
+// written back as a `shell-state` event when it changed.
+//
 // Task owners are the executor's: the fence asks `may_access`, and a
 // completion notice goes to the owner the settled task's snapshot carries,
 // so no record of its own races the executor's (a task that settles before
@@ -45,6 +51,7 @@
 #include "bashexec/terminal.hpp"
 #include "bashexec/tools/approval.hpp"
 #include "bashexec/tools/arguments.hpp"
+#include "bashexec/tools/carried_state.hpp"
 #include "bashexec/tools/escalation.hpp"
 #include "bashexec/tools/render.hpp"
 #include "bashexec/tools/result_json.hpp"
@@ -84,8 +91,9 @@ struct call_context {
   /// grants; may be null.
   const session_log* log = nullptr;
   /// The same log, writable: where an `allowed-for-session` answer to a
-  /// network escalation records its names. Null: such an answer grants that
-  /// one call only (as allowed-once).
+  /// network escalation records its names, and where a carried shell state
+  /// lives. Null: such an answer grants that one call only (as
+  /// allowed-once), and no state is carried.
   session_log* grant_log = nullptr;
   /// Asked before a call runs under a wider mode; empty: nobody can approve.
   approval_callback approve;
@@ -119,9 +127,13 @@ class bash_tools {
   using subscription_type = decltype(std::declval<Executor&>().on_task_done(std::declval<settled_listener>()));
 
  public:
-  explicit bash_tools(Executor& executor, notice_callback on_notice = {})
+  /// `carry`: what each session carries from call to call (default:
+  /// nothing, every call a fresh shell).
+  explicit bash_tools(Executor& executor, notice_callback on_notice = {}, state_carry carry = {})
       : executor_(executor),
         on_notice_(std::move(on_notice)),
+        carry_(carry),
+        root_(carry.any() ? default_root(executor) : std::filesystem::path()),
         subscription_(executor.on_task_done(settled_listener{this})) {}
 
   bash_tools(const bash_tools&) = delete;
@@ -144,10 +156,13 @@ class bash_tools {
   /// True when the executor's tasks take input: `tty` and `bash_input`.
   static constexpr bool input_advertised() { return interactive_executor<Executor>; }
 
+  /// What sessions carry from call to call.
+  state_carry carried() const noexcept { return carry_; }
+
   /// The JSON array of the `bash`, `bash_output` and `bash_kill` schemas
   /// (and `bash_input` when input is advertised).
   nlohmann::json schemas() const {
-    return tool_schemas(escalation_advertised(), network_escalation_advertised(), input_advertised());
+    return tool_schemas(escalation_advertised(), network_escalation_advertised(), input_advertised(), carry_);
   }
 
   /// The mode a call of this session runs under without escalation: the
@@ -203,32 +218,62 @@ class bash_tools {
  private:
   static tool_result error(std::string text) { return tool_result{std::move(text), true}; }
 
+  /// `workdir` against `base` (the carried directory, else the session's).
   static std::optional<std::filesystem::path> resolve_workdir(const std::optional<std::string>& workdir,
-                                                              const call_context& context) {
+                                                              const std::filesystem::path& base) {
     if (!workdir) {
-      if (context.cwd.empty()) return std::nullopt;
-      return context.cwd;
+      if (base.empty()) return std::nullopt;
+      return base;
     }
     std::filesystem::path path(*workdir);
-    if (path.is_relative() && !context.cwd.empty()) path = context.cwd / path;
+    if (path.is_relative() && !base.empty()) path = base / path;
     return path.lexically_normal();
+  }
+
+  /// Where a session without a working directory of its own runs: the
+  /// executor's default directory.
+  static std::filesystem::path default_root(const Executor& executor) {
+    try {
+      exec_request probe;
+      probe.command = ":";
+      return std::filesystem::absolute(executor.resolve(std::move(probe)).workdir);
+    } catch (...) {
+      return std::filesystem::path();
+    }
+  }
+
+  /// The session root of `context`, absolute.
+  std::filesystem::path root_of(const call_context& context) const {
+    if (context.cwd.empty()) return root_;
+    std::error_code ec;
+    auto root = std::filesystem::absolute(context.cwd, ec);
+    return ec ? context.cwd : root.lexically_normal();
   }
 
   tool_result call_bash(const nlohmann::json& args, const call_context& context) {
     const tool_args::bash_arguments bash = tool_args::read_bash(args);
     if (bash.tty && !input_advertised())
       return error("field \"tty\": this executor cannot run commands on a terminal");
+    if (bash.reset && !carry_.any()) return error("field \"reset\": this session carries no shell state");
     const auto wider = read_escalation(args, escalation_advertised(), network_escalation_advertised());
 
     const auto session_mode = effective_mode(context);
     if (wider && session_mode)
       if (auto refusal = not_wider_refusal(*wider, *session_mode)) return error(std::move(*refusal));
+    const std::optional<sandbox_mode> mode = wider && wider->mode ? wider->mode : session_mode;
+
+    // The carried state this call starts from (none without a writable log).
+    session_log* const state_log = carry_.any() ? context.grant_log : nullptr;
+    const std::filesystem::path root = state_log ? root_of(context) : std::filesystem::path();
+    const shell_state_event before =
+        state_log && !bash.reset ? current_shell_state(*state_log) : shell_state_event{};
+    const carried_start start = state_log ? start_from(before, carry_, root, mode) : carried_start{};
 
     // Only the fields the model may set are copied: stdin, env and any other
     // key in `args` never reach the executor (contract 21).
     exec_request request;
     request.command = bash.command;
-    request.workdir = resolve_workdir(bash.workdir, context);
+    request.workdir = resolve_workdir(bash.workdir, start.workdir ? *start.workdir : context.cwd);
     request.timeout = bash.timeout;
     if (!bash.background) {
       request.stop = context.stop;
@@ -237,7 +282,12 @@ class bash_tools {
     // A terminal run may go on as a task (waiting for input): the caller's.
     if (bash.background || bash.tty) request.owner = context.session;
     if (bash.tty) request.terminal = terminal_size{};
-    request.mode = wider && wider->mode ? wider->mode : session_mode;
+    request.mode = mode;
+    if (!start.env.empty()) request.env = start.env;
+    request.env_unset = start.unset;
+    // Only a foreground run on pipes ends in this call (a task's end is not
+    // ordered with the session's later calls).
+    request.capture_state = state_log && !bash.background && !bash.tty;
     // Names granted to the session for good, then those this call asks for.
     if (network_escalation_advertised() && context.log) request.network_grants = session_network_grants(*context.log);
     if (wider)
@@ -255,10 +305,14 @@ class bash_tools {
 
     // The request is checked before anyone is asked to approve it.
     if (wider) {
-      approval_decision decision =
-          decide_approval(context.approve, approval_request{context.session, bash.command, bash.description,
-                                                            *session_mode, wider->mode.value_or(*session_mode),
-                                                            wider->justification, wider->domains});
+      approval_request question{context.session, bash.command, bash.description,
+                                *session_mode, wider->mode.value_or(*session_mode),
+                                wider->justification, wider->domains};
+      if (start.workdir) question.carried_cwd = start.workdir->string();
+      question.carried_env = start.env;
+      question.carried_unset = start.unset;
+      question.withheld_env = start.withheld;
+      approval_decision decision = decide_approval(context.approve, question);
       if (decision.refusal) return error(std::move(*decision.refusal));
       if (decision.for_session && context.grant_log) {
         try {
@@ -270,6 +324,16 @@ class bash_tools {
         }
       }
     }
+
+    if (state_log && bash.reset) {
+      try {
+        record_shell_state(*state_log, {});
+      } catch (const std::exception& e) {
+        return error(fmt::format("the session log could not record the reset ({}); the command did not run",
+                                 to_valid_utf8(e.what())));
+      }
+    }
+    const std::string carried_lines = render_carried_start(start);
 
     try {
       if (bash.background) {
@@ -285,10 +349,15 @@ class bash_tools {
           return error(fmt::format("the call was cancelled as its background task started; task {} was killed",
                                    to_valid_utf8(id.value())));
         }
-        return tool_result{render_started(id), false, started_facts(id)};
+        return tool_result{carried_lines + render_started(id), false, started_facts(id)};
       }
       const run_result result = executor_.run(spec);
-      return tool_result{render_run_result(result, escalation_advertised()), result.aborted, tool_facts(result)};
+      std::string state_lines;
+      if (spec.capture_state) state_lines = carry_forward(*state_log, before, start, result, root, mode);
+      nlohmann::json facts = tool_facts(result);
+      if (state_log) facts["cwd"] = start.shown_cwd.empty() ? std::string(".") : to_valid_utf8(start.shown_cwd);
+      return tool_result{carried_lines + state_lines + render_run_result(result, escalation_advertised()),
+                         result.aborted, std::move(facts)};
     } catch (const sandbox_unavailable& e) {
       return error(fmt::format("sandbox unavailable under {} mode: {}; the command did not run", e.mode(),
                                to_valid_utf8(e.what())));
@@ -297,6 +366,25 @@ class bash_tools {
     } catch (const std::invalid_argument& e) {
       return error(fmt::format("invalid request: {}", to_valid_utf8(e.what())));
     }
+  }
+
+  /// Records the state `result` left as the session's next one, when it
+  /// changed; answers the lines saying what was not carried.
+  std::string carry_forward(session_log& log, const shell_state_event& before, const carried_start& start,
+                            const run_result& result, const std::filesystem::path& root,
+                            std::optional<sandbox_mode> mode) {
+    if (!result.final_state)
+      return render_state_not_carried(result.state_notice.value_or("the shell left no state"));
+    std::vector<std::string> dropped;
+    shell_state_event next = next_state(before, start, *result.final_state, carry_, root, mode, dropped);
+    std::string lines = dropped.empty() ? std::string() : render_dropped_variables(dropped);
+    if (next == before) return lines;
+    try {
+      record_shell_state(log, std::move(next));
+    } catch (const std::exception& e) {
+      lines += render_state_not_carried(fmt::format("the session log could not record it ({})", e.what()));
+    }
+    return lines;
   }
 
   /// A background start's facts: its id, and `running` — what the start
@@ -414,6 +502,9 @@ class bash_tools {
 
   Executor& executor_;
   notice_callback on_notice_;
+  state_carry carry_;
+  /// The session root of a context without a working directory.
+  std::filesystem::path root_;
   // Last: unsubscribes first, before the state the listener uses goes away.
   subscription_type subscription_;
 };

@@ -4,7 +4,9 @@
 //   {"name": …, "description": …, "input_schema": {JSON Schema of the arguments}}.
 // `sandbox_permissions` and `justification` appear only when escalation is
 // advertised, that is, when the executor confines; `tty` and the
-// `bash_input` tool only when the executor takes input (interactive).
+// `bash_input` tool only when the executor takes input (interactive);
+// `reset`, and a description of the carried state instead of "no shell
+// state persists", only where sessions carry it (tools/carried_state.hpp).
 #pragma once
 
 #include <array>
@@ -13,6 +15,8 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+
+#include "bashexec/tools/carried_state.hpp"
 
 namespace bashexec {
 
@@ -27,11 +31,29 @@ inline constexpr std::array tool_names{bash_tool_name, bash_output_tool_name, ba
 
 namespace detail {
 
-inline constexpr std::string_view bash_description_head =
-    "Run a shell command with `bash -c` and return what it printed.\n"
+inline constexpr std::string_view bash_description_intro =
+    "Run a shell command with `bash -c` and return what it printed.\n";
+
+inline constexpr std::string_view bash_fresh_shell_description =
     "- No shell state persists between calls: every call is a fresh shell, so `cd`, `export` and "
     "variables are forgotten. To run somewhere else pass `workdir` (relative paths resolve against "
-    "the session's working directory) rather than prefixing `cd dir &&`.\n"
+    "the session's working directory) rather than prefixing `cd dir &&`.\n";
+
+/// What a session carrying its state is told instead, by what it carries.
+inline std::string bash_carried_description(state_carry carry) {
+  std::string what = carry.cwd && carry.env ? "the working directory (`cd`) and exported variables (`export`, "
+                                              "`source .venv/bin/activate`)"
+                     : carry.cwd           ? "the working directory (`cd`)"
+                                           : "exported variables (`export`, `source .venv/bin/activate`)";
+  return "- Each call is a new shell, but " + what +
+         " carry over to the next call when the command exits by itself (not when it is killed or times "
+         "out). Plain shell variables, aliases and functions do not. Background and `tty` calls start from "
+         "the carried state but carry nothing forward. A result that starts with `[cwd: dir]` ran there "
+         "(relative to the session's working directory). Pass `reset: true` to start over from the session's "
+         "working directory and environment.\n";
+}
+
+inline constexpr std::string_view bash_markers_description =
     "- Check the `[exit code: N]` marker: it is the last line whenever the command exited non-zero "
     "(`[killed by signal: NAME]` when a signal ended it); no marker means exit code 0. Output the "
     "command wrote to stderr follows a `[stderr]` line. Long output keeps its end and names a file "
@@ -80,8 +102,9 @@ inline nlohmann::json tool_schema(std::string_view name, std::string_view descri
 /// `network_advertised`: the executor's network is an allowlist, so
 /// `network_permissions` is offered beside `sandbox_permissions`.
 /// `interactive`: the executor takes input, so `tty` is offered (and bash_input).
+/// `carry`: what sessions carry from call to call, so that `reset` is offered.
 inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_advertised = false,
-                                       bool interactive = false) {
+                                       bool interactive = false, state_carry carry = {}) {
   nlohmann::json properties = {
       {"command", detail::string_property("The command to run, as one bash script.")},
       {"description", detail::string_property("What the command does, in 5-10 words, for the person watching.")},
@@ -99,7 +122,21 @@ inline nlohmann::json bash_tool_schema(bool escalation_advertised, bool network_
          "Start the command in the background and return its task id (bash-N) at once; no timeout "
          "applies. Read its output with bash_output, stop it with bash_kill."}}},
   };
-  std::string description(detail::bash_description_head);
+  std::string description(detail::bash_description_intro);
+  if (carry.cwd)
+    properties["workdir"] = detail::string_property(
+        "Directory to run in; a relative path resolves against the carried directory (the one the last "
+        "call ended in), else the session's working directory.");
+  if (carry.any()) {
+    description += detail::bash_carried_description(carry);
+    properties["reset"] = {{"type", "boolean"},
+                           {"description",
+                            "Forget the carried shell state first: run in the session's working directory with its "
+                            "starting environment."}};
+  } else {
+    description += detail::bash_fresh_shell_description;
+  }
+  description += detail::bash_markers_description;
   description += interactive ? detail::bash_tty_description : detail::bash_stdin_description;
   description += detail::bash_description_tail;
   if (interactive)
@@ -179,8 +216,8 @@ inline nlohmann::json bash_input_tool_schema() {
 /// The tool schemas, in the order `bash`, `bash_output`, `bash_kill`, and
 /// with `interactive` `bash_input`.
 inline nlohmann::json tool_schemas(bool escalation_advertised, bool network_advertised = false,
-                                   bool interactive = false) {
-  auto schemas = nlohmann::json::array({bash_tool_schema(escalation_advertised, network_advertised, interactive),
+                                   bool interactive = false, state_carry carry = {}) {
+  auto schemas = nlohmann::json::array({bash_tool_schema(escalation_advertised, network_advertised, interactive, carry),
                                         bash_output_tool_schema(), bash_kill_tool_schema()});
   if (interactive) schemas.push_back(bash_input_tool_schema());
   return schemas;
