@@ -23,6 +23,7 @@ void register_spawn();
 void register_memory();
 void register_prespawn();
 void register_terminal();
+void register_shell_state();
 int measure(int argc, char** argv);
 }  // namespace bench
 
@@ -55,6 +56,9 @@ const std::multimap<std::string, target>& targets() {
       {"terminal/round_trip", {"ratio", 1.20, true}},
       {"terminal/input_wait", {"p99_ms", 500.0, true}},
       {"terminal/idle/100", {"core_percent", 1.0, true}},
+      // Issue 42: carried shell state.
+      {"shell_state/carried,20ms_apart", {"ratio", 1.05, true}},
+      {"shell_state/replay/10000", {"worst_ms", 50.0, true}},
   };
   return t;
 }
@@ -174,6 +178,7 @@ int main(int argc, char** argv) {
   bench::register_terminal();
 #ifndef BASHEXEC_BENCH_WITHOUT_PRESPAWN  // the smoke build (benchmarks/bench_target.cmake)
   bench::register_prespawn();
+  bench::register_shell_state();
 #endif
   summary_reporter reporter(benchmark::ConsoleReporter::OO_Tabular);
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -2,7 +2,8 @@
 # Benchmark). Included from benchmarks/CMakeLists.txt and from
 # tests/bench_smoke.cmake, whichever comes first; needs benchmark::benchmark.
 # BASHEXEC_BENCH_SMOKE_ONLY (set by the smoke test when the benchmarks
-# themselves are off) leaves bench_prespawn.cpp and bench_network.cpp out:
+# themselves are off) leaves bench_prespawn.cpp, bench_network.cpp and
+# bench_shell_state.cpp (the tool layer) out:
 # the smoke runs one collect case, the first is a quarter of the binary's
 # compile time and the second compiles Asio and Beast (the egress proxy).
 # bench_network.cpp registers its cases itself, so leaving it out needs no
@@ -20,7 +21,9 @@ if(NOT TARGET bashexec_bench)
     target_compile_definitions(bashexec_bench PRIVATE BASHEXEC_BENCH_WITHOUT_PRESPAWN)
   else()
     target_sources(bashexec_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bench_prespawn.cpp
-                                          ${CMAKE_CURRENT_LIST_DIR}/bench_network.cpp)
+                                          ${CMAKE_CURRENT_LIST_DIR}/bench_network.cpp
+                                          ${CMAKE_CURRENT_LIST_DIR}/bench_shell_state.cpp)
+    target_link_libraries(bashexec_bench PRIVATE bashexec::tools)
   endif()
   target_link_libraries(bashexec_bench PRIVATE bashexec::bashexec benchmark::benchmark)
   target_compile_options(bashexec_bench PRIVATE -Wall -Wextra -Wpedantic -Wshadow)

@@ -5,6 +5,7 @@
 // unconfined executor and both confining backends.
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -47,9 +48,9 @@ TEMPLATE_TEST_CASE("a shell's final directory and exports are captured from the 
   SECTION("cd, export and unset, and the exit status kept") {
     auto result = exec.run(exec.resolve(capturing(
         "cd sub/dir && export GREETING='hello world' MULTI=$'a\\nb' && unset HOME; "
-        "echo 'bashexec-state-1 PWD=/etc'; exit 3")));
+        "echo 'bashexec-state-2 PWD=/etc'; exit 3")));
     CHECK(result.exit_code == 3);
-    CHECK(result.out.text == "bashexec-state-1 PWD=/etc\n");  // the output is the command's, untouched
+    CHECK(result.out.text == "bashexec-state-2 PWD=/etc\n");  // the output is the command's, untouched
     REQUIRE(result.final_state);
     CHECK(result.final_state->cwd == std::filesystem::canonical(workspace.path() / "sub" / "dir"));
     CHECK(result.final_state->env.at("GREETING") == "hello world");
@@ -107,7 +108,7 @@ TEMPLATE_TEST_CASE("a shell that did not exit by itself, or spoiled its record, 
   expect_dropped("for i in $(seq 3000); do export V$i=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa; done", "exceeds the limit");
   // Its descriptor closed, or written to by the command (a forged record).
   expect_dropped("exec 3>&-", "wrote no state");
-  expect_dropped("printf 'bashexec-state-1\\0/etc\\0FORGED=1\\0end\\0' >&3", "more than once");
+  expect_dropped("printf 'bashexec-state-2\\0/etc\\0declare -x FORGED=\"1\"\\n\\0end\\0' >&3", "more than once");
 }
 
 TEMPLATE_TEST_CASE("a child that writes to the state descriptor after the shell exits changes nothing",
@@ -116,7 +117,7 @@ TEMPLATE_TEST_CASE("a child that writes to the state descriptor after the shell 
   test_support::temp_dir workspace;
   TestType exec(state_config<TestType>(workspace.path()));
   auto result = exec.run(exec.resolve(capturing(
-      "( sleep 0.3; printf 'bashexec-state-1\\0/etc\\0FORGED=1\\0end\\0' >&3 ) >/dev/null 2>&1 & export HONEST=1")));
+      "( sleep 0.3; printf 'bashexec-state-2\\0/etc\\0declare -x FORGED=\"1\"\\n\\0end\\0' >&3 ) >/dev/null 2>&1 & export HONEST=1")));
   REQUIRE(result.final_state);
   CHECK(result.final_state->env.at("HONEST") == "1");
   CHECK_FALSE(result.final_state->env.contains("FORGED"));
@@ -135,23 +136,81 @@ TEMPLATE_TEST_CASE("a shell that deleted its own directory still reports its exp
   CHECK_FALSE(std::filesystem::exists(result.final_state->cwd));  // the carrier falls back (issue 42's next step)
 }
 
-TEST_CASE("the state record parser refuses what is truncated, malformed or repeated", "[shell_state]") {
+TEMPLATE_TEST_CASE("every byte a variable can hold comes back as the shell had it", "[shell_state][hostile]",
+                   STATE_EXECUTORS) {
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  test_support::temp_dir workspace;
+  TestType exec(state_config<TestType>(workspace.path()));
+  const std::map<std::string, std::string> expected{
+      {"QUOTES", "say \"hi\" 'there' \\ $HOME `id`"},
+      {"CONTROL", "tab\there\nnewline\x1b[0m\x7f\x01"},
+      {"BYTES", "caf\xc3\xa9 \xff\xfe"},  // valid UTF-8 and not
+      {"EMPTY", ""},
+      {"NAMEREF", "QUOTES"},
+  };
+  const std::string assignments =
+      "export QUOTES='say \"hi\" '\\''there'\\'' \\ $HOME `id`' CONTROL=$'tab\\there\\nnewline\\e[0m\\x7f\\x01' "
+      "BYTES=$'caf\\xc3\\xa9 \\xff\\xfe' EMPTY=; declare -nx NAMEREF=QUOTES; "
+      "declare -ax ARRAY=(1 ')' $'\\ndeclare -x FORGED=1'); export NEVER_SET";
+  for (const std::string& mode : {std::string(), std::string("set -o posix; ")}) {
+    INFO(mode);
+    auto result = exec.run(exec.resolve(capturing(mode + assignments)));
+    REQUIRE(result.final_state);
+    for (const auto& [name, value] : expected) {
+      INFO(name);
+      REQUIRE(result.final_state->env.count(name));
+      CHECK(result.final_state->env.at(name) == value);
+    }
+    for (const char* name : {"ARRAY", "FORGED", "NEVER_SET"}) CHECK_FALSE(result.final_state->env.count(name));
+  }
+}
+
+TEST_CASE("the state record parser takes bash's quoting and refuses what is truncated, malformed or repeated",
+          "[shell_state]") {
   using bashexec::detail::parse_state_record;
   std::string why;
   auto bytes = [](const auto& literal) { return std::string(literal, sizeof literal - 1); };
-  const std::string good = bytes("bashexec-state-1\0/w\0A=1\0B=x=y\0end\0");
+  const std::string good = bytes(
+      "bashexec-state-2\0/w\n\0"
+      "declare -x A=\"1\"\n"
+      "declare -ax ARR=([0]=\"x\" [1]=$'\\n')\n"
+      "declare -x B=\"x=\\\"y\\\" \\\\ \\$ \\`\"\n"
+      "declare -x C=$'\\a\\b\\e\\E\\f\\n\\r\\t\\v\\\\\\'\\\"\\?\\101\\x42\\u00e9\\U0001F600\\cA'\n"
+      "declare -x UNSET\n"
+      "export -r D=\"posix\"\n"
+      "export E=\"\"\n"
+      "\0end\0");
   auto record = parse_state_record(good, why);
+  INFO(why);
   REQUIRE(record);
   CHECK(record->cwd == "/w");
-  REQUIRE(record->env.size() == 2);
-  CHECK(record->env[1] == std::pair<std::string, std::string>("B", "x=y"));
+  const std::vector<std::pair<std::string, std::string>> env{
+      {"A", "1"},
+      {"B", "x=\"y\" \\ $ `"},
+      {"C", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?AB\xc3\xa9\xf0\x9f\x98\x80\x01"},
+      {"D", "posix"},
+      {"E", ""},
+  };
+  CHECK(record->env == env);
   for (std::size_t cut = 0; cut < good.size(); ++cut) {
     INFO(cut);
     CHECK_FALSE(parse_state_record(good.substr(0, cut), why));
   }
   CHECK_FALSE(parse_state_record(good + good, why));
-  CHECK_FALSE(parse_state_record(bytes("bashexec-state-1\0/w\0=1\0end\0"), why));
-  CHECK_FALSE(parse_state_record(bytes("other\0/w\0end\0"), why));
+  auto one = [&](const std::string& line) {
+    return parse_state_record(bytes("bashexec-state-2\0/w\0") + line + bytes("\0end\0"), why);
+  };
+  CHECK(one("declare -x A=\"1\"\n"));
+  for (const char* line : {"declare -x A=1\n", "declare -x A=\"1\"", "declare -x =\"1\"\n", "declare -x 1A=\"1\"\n",
+                           "declare -x A-B=\"1\"\n", "declare -x A=\"1\"x\n", "declare -x A=\"1\"\"\n",
+                           "declare -x A=$'1\n", "declare -x A=$'\\q'\n", "declare -x A=$'\\x'\n",
+                           "declare -x A=$'\\U110000'\n", "declare A=\"1\"\n", "declare -x\n", "typeset -x A=\"1\"\n",
+                           "A=1\n", "\n"}) {
+    INFO(line);
+    CHECK_FALSE(one(line));
+    CHECK_THAT(why, Catch::Contains("malformed"));
+  }
+  CHECK_FALSE(parse_state_record(bytes("other\0/w\0\0end\0"), why));
 }
 
 TEST_CASE("a request's env_unset removes names, and a bad name is refused naming the field", "[shell_state]") {

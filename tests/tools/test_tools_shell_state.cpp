@@ -303,6 +303,59 @@ TEMPLATE_TEST_CASE("Contract 29: a wider call's question shows the carried state
   }
 }
 
+TEMPLATE_TEST_CASE("Contract 29: a call that provably changes nothing keeps the state without capturing it",
+                   "[shell-state][tools]", LIVE_EXECUTORS) {
+  SKIP_UNLESS(test_support::executor_missing<TestType>());
+  carrying_session<TestType> s;
+  REQUIRE_FALSE(s.bash("cd sub && export KEPT=1").is_error);
+  const auto recorded = s.log.events().size();
+  for (const char* inert : {"true", "ls -a >/dev/null", "ls 2>&1 | head -1 >/dev/null; echo done >/dev/null",
+                            "./missing-program 2>/dev/null || true"}) {
+    INFO(inert);
+    REQUIRE(may_change_shell_state(inert) == false);
+    s.bash(inert);
+  }
+  CHECK(s.log.events().size() == recorded);  // nothing new to record
+  CHECK(s.bash("pwd; echo $KEPT").text == "[cwd: sub]\n" + s.workspace.str() + "/sub\n1\n");
+  SECTION("a glob or a variable that expands to cd is captured") {
+    std::ofstream(s.workspace.path() / "sub" / "cd").put('\n');
+    CHECK(may_change_shell_state("c? deeper"));
+    s.bash("c? deeper");
+    CHECK(s.bash("pwd").text == "[cwd: sub/deeper]\n" + s.workspace.str() + "/sub/deeper\n");
+    s.bash("export GO=cd");
+    s.bash("$GO ..");
+    CHECK(s.bash("pwd").text == "[cwd: sub]\n" + s.workspace.str() + "/sub\n");
+  }
+  SECTION("a startup file named by BASH_ENV runs in every shell: its calls are captured") {
+    std::ofstream(s.workspace.path() / "sub" / "startup.sh") << "export FROM_STARTUP=yes\n";
+    REQUIRE_FALSE(s.bash("export BASH_ENV=$PWD/startup.sh").is_error);
+    s.bash("true");
+    CHECK(current_shell_state(s.log).env.at("FROM_STARTUP") == "yes");
+  }
+}
+
+TEST_CASE("Contract 29: may_change_shell_state is false only for plain words naming programs", "[shell-state][tools]") {
+  for (const char* inert :
+       {"", "true", "ls -la", "git status --short", "npm test 2>&1 | tail -20", "make -j2 && ./a.out; echo done",
+        "pytest -k=fast tests/ > out.txt 2>&1", "grep -r foo src/*.cpp", "sleep 1 &", "[ -d sub ] && echo yes",
+        "cat file.txt | sort | uniq -c", "exit 3", "./configure --prefix=/usr", "/usr/bin/env", "echo a\necho b",
+        "cmake --build build -j2 &>log"}) {
+    INFO(inert);
+    CHECK_FALSE(may_change_shell_state(inert));
+  }
+  for (const char* changing :
+       {"cd sub", "ls && cd sub", "ls; export A=1", "A=1", "A=1 true", "source venv/bin/activate", ". ./env.sh",
+        "echo \"$(cd /)\"", "echo $HOME", "echo ${A:=1}", "eval ls", "exec ls", "builtin cd /", "command cd /",
+        "pushd /tmp", "popd", "read LINE", "printf -v A x", "set -a", "shopt -s extglob", "unset A", "declare -x A",
+        "f() { cd /; }; f", "{ cd /; }", "(cd /)", "'cd' /", "c\\d /", "c? /", "~ /", "*", "%1", "ls # cd",
+        "time cd /", "! cd /", "if true; then cd /; fi", ">out cd /", "2>err cd /", "for x in a; do :; done",
+        "let x=1", "mapfile A", "trap 'cd /' EXIT", "alias x=cd", "hash -r", "umask 077", "ls `cd /`",
+        "ls\tcd_ok\ncd /"}) {
+    INFO(changing);
+    CHECK(may_change_shell_state(changing));
+  }
+}
+
 TEST_CASE("Contract 29: --carry spells cwd, env, cwd,env or none", "[shell-state][tools]") {
   CHECK(parse_state_carry("cwd") == state_carry{.cwd = true});
   CHECK(parse_state_carry("env") == state_carry{.env = true});

@@ -100,26 +100,38 @@ inline constexpr std::size_t session_log_max_depth = 512;
 
 namespace detail {
 
-/// A SAX consumer that builds nothing and stops the (iterative) parser as
-/// soon as the nesting passes `limit`.
-class json_depth_probe final : public nlohmann::json_sax<nlohmann::json> {
+/// Builds the value of one JSON text as nlohmann's own DOM parser does, and
+/// stops the (iterative) parser as soon as the nesting passes `limit`: one
+/// pass where a depth probe and then a parse would lex each line twice.
+class depth_bounded_dom_parser {
  public:
-  explicit json_depth_probe(std::size_t limit) : limit_(limit) {}
-  bool too_deep() const noexcept { return too_deep_; }
+  using json = nlohmann::json;
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return leave(); }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return leave(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  depth_bounded_dom_parser(json& result, std::size_t limit) : dom_(result, false), limit_(limit) {}
+  bool too_deep() const noexcept { return too_deep_; }
+  bool failed() const noexcept { return failed_ || too_deep_; }
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool value) { return dom_.boolean(value); }
+  bool number_integer(number_integer_t value) { return dom_.number_integer(value); }
+  bool number_unsigned(number_unsigned_t value) { return dom_.number_unsigned(value); }
+  bool number_float(number_float_t value, const string_t& text) { return dom_.number_float(value, text); }
+  bool string(string_t& value) { return dom_.string(value); }
+  bool binary(binary_t& value) { return dom_.binary(value); }
+  bool start_object(std::size_t size) { return enter() && dom_.start_object(size); }
+  bool key(string_t& value) { return dom_.key(value); }
+  bool end_object() { return leave() && dom_.end_object(); }
+  bool start_array(std::size_t size) { return enter() && dom_.start_array(size); }
+  bool end_array() { return leave() && dom_.end_array(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    failed_ = true;
+    return false;
+  }
 
  private:
   bool enter() {
@@ -132,18 +144,12 @@ class json_depth_probe final : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
   std::size_t limit_;
   std::size_t depth_ = 0;
   bool too_deep_ = false;
+  bool failed_ = false;
 };
-
-/// True when the JSON text `line` nests deeper than `limit` (whether or not
-/// it parses).
-inline bool json_text_too_deep(std::string_view line, std::size_t limit) {
-  json_depth_probe probe(limit);
-  (void)nlohmann::json::sax_parse(line, &probe, nlohmann::json::input_format_t::json, false);
-  return probe.too_deep();
-}
 
 /// True when `value` nests deeper than `limit`; iterative, so any depth is
 /// safe to measure.
@@ -341,11 +347,13 @@ inline session_log_replay replay_session_log(std::string_view content, std::stri
     start = end + 1;
     if (detail::blank_log_line(line)) continue;
 
-    if (detail::json_text_too_deep(line, session_log_max_depth))
+    nlohmann::json parsed;
+    detail::depth_bounded_dom_parser builder(parsed, session_log_max_depth);
+    const bool complete = nlohmann::json::sax_parse(line, &builder, nlohmann::json::input_format_t::json, true);
+    if (builder.too_deep())
       throw session_log_error(fmt::format("session log {} line {}: nested deeper than {} levels (the log is corrupt)",
                                           where, line_number, session_log_max_depth));
-    auto parsed = nlohmann::json::parse(line, nullptr, false);
-    if (parsed.is_discarded()) {
+    if (!complete || builder.failed()) {
       if (line_start == last_start) {
         replay.torn_tail = session_log_torn_tail{line_start, line_number, line.size()};
         return replay;

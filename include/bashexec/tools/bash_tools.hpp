@@ -286,8 +286,9 @@ class bash_tools {
     if (!start.env.empty()) request.env = start.env;
     request.env_unset = start.unset;
     // Only a foreground run on pipes ends in this call (a task's end is not
-    // ordered with the session's later calls).
-    request.capture_state = state_log && !bash.background && !bash.tty;
+    // ordered with the session's later calls); a command that provably
+    // changes nothing is not captured (its state is the one it started from).
+    request.capture_state = state_log && !bash.background && !bash.tty && needs_state_capture(bash.command, start);
     // Names granted to the session for good, then those this call asks for.
     if (network_escalation_advertised() && context.log) request.network_grants = session_network_grants(*context.log);
     if (wider)

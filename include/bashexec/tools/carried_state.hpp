@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -33,6 +34,8 @@
 #include "bashexec/session/session_events.hpp"
 #include "bashexec/shell_state.hpp"
 #include "bashexec/tools/utf8.hpp"
+
+extern char** environ;  // the host's environment (needs_state_capture)
 
 namespace bashexec {
 
@@ -144,6 +147,114 @@ inline carried_start start_from(const shell_state_event& state, state_carry carr
     start.unset = state.unset;
   }
   return start;
+}
+
+namespace detail {
+
+/// The first word of a simple command that may change its shell's state:
+/// a bash builtin or keyword (bash 5.2's `compgen -b` and `compgen -k`)
+/// other than those that change nothing a session carries.
+inline bool is_state_changing_word(std::string_view word) noexcept {
+  constexpr std::string_view inert[] = {"true", "false", ":", "echo", "test", "[", "pwd", "type",
+                                        "times", "help", "jobs", "exit", "kill", "wait"};
+  constexpr std::string_view shell_words[] = {
+      ".",       "alias",    "bg",      "bind",     "break",   "builtin",  "caller",  "cd",       "command",
+      "compgen", "complete", "compopt", "continue", "declare", "dirs",     "disown",  "enable",   "eval",
+      "exec",    "export",   "fc",      "fg",       "getopts", "hash",     "history", "let",      "local",
+      "logout",  "mapfile",  "popd",    "printf",   "pushd",   "read",     "readarray", "readonly", "return",
+      "set",     "shift",    "shopt",   "source",   "suspend", "trap",     "typeset", "ulimit",   "umask",
+      "unalias", "unset",    "if",      "then",     "else",    "elif",     "fi",      "case",     "esac",
+      "for",     "select",   "while",   "until",    "do",      "done",     "in",      "function", "time",
+      "{",       "}",        "!",       "[[",       "]]",      "coproc"};
+  if (std::find(std::begin(inert), std::end(inert), word) != std::end(inert)) return false;
+  return std::find(std::begin(shell_words), std::end(shell_words), word) != std::end(shell_words);
+}
+
+}  // namespace detail
+
+/// False only for a command that provably leaves its shell's directory and
+/// exported variables as they were, so that its call need not capture them
+/// (and bash may still exec a lone program instead of forking it): a list
+/// of simple commands (`;`, `&&`, `||`, `|`, `&`, newlines) of plain words
+/// and redirections, without quotes, escapes, expansions (`$`, backquotes),
+/// groups, subshells or comments, each starting with a program's name or
+/// path (no glob, tilde or `=` in it: an expansion could name `cd`, an
+/// assignment persists) or an inert builtin such as `true` or `echo`. True
+/// for everything else: only a false "changes nothing" would lose state.
+inline bool may_change_shell_state(std::string_view command) noexcept {
+  auto is_word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./,:@%+-=~^*?[]").find(c) != std::string_view::npos;
+  };
+  auto first_word_ok = [](std::string_view word) {
+    if (word.find_first_of("=~*?[]%") != std::string_view::npos && word != "[") return false;
+    if (word.find('/') != std::string_view::npos) return true;  // a path: never a builtin
+    return !detail::is_state_changing_word(word);
+  };
+  bool at_start = true;  // the next word names the command
+  bool after_redirection = false;
+  std::size_t i = 0;
+  while (i < command.size()) {
+    const char c = command[i];
+    if (c == ' ' || c == '\t') {
+      ++i;
+    } else if (c == '\n' || c == ';' || c == '|') {
+      at_start = true;
+      after_redirection = false;
+      ++i;
+    } else if (c == '&') {
+      if (i + 1 < command.size() && command[i + 1] == '>') {  // &> file
+        if (at_start) return true;
+        after_redirection = true;
+        i += 2;
+        continue;
+      }
+      at_start = true;
+      after_redirection = false;
+      ++i;
+    } else if (c == '>' || c == '<') {
+      if (at_start) return true;  // a redirection before the command's name
+      ++i;
+      while (i < command.size() && (command[i] == '>' || command[i] == '<')) ++i;  // >> << <<<
+      if (i < command.size() && command[i] == '&') {  // 2>&1, >&-
+        ++i;
+        while (i < command.size() && (std::isdigit(static_cast<unsigned char>(command[i])) || command[i] == '-')) ++i;
+        continue;
+      }
+      after_redirection = true;
+    } else if (is_word_char(c)) {
+      const std::size_t begin = i;
+      while (i < command.size() && is_word_char(command[i])) ++i;
+      const std::string_view word = command.substr(begin, i - begin);
+      if (i < command.size() && (command[i] == '>' || command[i] == '<') && at_start) return true;  // 2>x cmd
+      if (after_redirection) {
+        after_redirection = false;
+      } else if (at_start) {
+        if (!first_word_ok(word)) return true;
+        at_start = false;
+      }
+    } else {
+      return true;  // quotes, escapes, $, `, (, ), {, }, #, ! and anything else
+    }
+  }
+  return false;
+}
+
+/// Whether a call that starts as `start` needs its final state captured:
+/// when its command may change the state (may_change_shell_state), when
+/// its carried directory was not used (the next state is the root), or when
+/// a startup variable of the host or of the carried environment
+/// (`BASH_ENV`, `LD_PRELOAD` …) or an exported function could run code in
+/// the shell before the command.
+inline bool needs_state_capture(std::string_view command, const carried_start& start) {
+  if (start.notice || may_change_shell_state(command)) return true;
+  for (const auto& [name, value] : start.env)
+    if (is_startup_variable(name) || name.starts_with("BASH_FUNC_")) return true;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    if (is_startup_variable(name) || name.starts_with("BASH_FUNC_")) return true;
+  }
+  return false;
 }
 
 /// The session's next state after a call that started as `start` from

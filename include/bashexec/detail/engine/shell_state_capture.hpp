@@ -7,11 +7,15 @@
 // positional parameters, as for `shell -c COMMAND`). At the shell's exit —
 // by the end of the command or by `exit N`, not by a signal — the trap
 // writes one record to the state file, inherited as a descriptor of its
-// own, with builtins only (`builtin pwd -P`, `compgen -e`, `printf`):
-//   "bashexec-state-1\0" <cwd> "\0" (<name>=<value> "\0")* "end\0"
-// then exits with the command's status. The file is O_TMPFILE in the
-// executor's spill directory: the trap never blocks on it whatever the
-// size, and nothing else can open it. The executor reads at most
+// own, with builtins only (`builtin pwd -P`, `builtin export -p`,
+// `builtin printf`; no subshell, which would cost a fork):
+//   "bashexec-state-2\0" <cwd> ["\n"] "\0" <export -p> "\0end\0"
+// where `export -p` is bash's own listing, one variable a line
+// (`declare -x NAME="value"`, `$'...'` for control characters, `export
+// NAME=...` in POSIX mode), read back by a strict parser of that quoting;
+// then exits with the command's status. The file is a memory file
+// (memfd) of the executor's: the trap never blocks on it whatever the size,
+// and it has no name anything else could open. The executor reads at most
 // `limit` bytes of it after the shell exited; a record that is longer,
 // truncated, or malformed is dropped with a notice (`state_notice`): a
 // command may break its own capture (close the descriptor, replace the
@@ -56,8 +60,8 @@ BASHEXEC_DECL bool is_uncarried_name(std::string_view name);
 BASHEXEC_DECL shell_state carried_state(const state_record& record, const std::vector<std::string>& baseline,
                                         const environment_scrub& scrub);
 
-/// An unnamed file for the record, in `directory` (O_TMPFILE, 0600).
-BASHEXEC_DECL unique_fd make_state_file(const std::filesystem::path& directory);
+/// An unnamed memory file for the record (memfd), never numbered 0-2.
+BASHEXEC_DECL unique_fd make_state_file();
 
 /// What the shell left in `file`: its state, or empty with `why` set.
 BASHEXEC_DECL std::optional<shell_state> read_state_file(int file, std::size_t limit,

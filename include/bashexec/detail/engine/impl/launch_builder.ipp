@@ -81,7 +81,7 @@ BASHEXEC_DECL void launch_builder::add_terminal(prepared_launch& p, const exec_s
 }
 
 BASHEXEC_DECL void launch_builder::add_state_capture(prepared_launch& p, const exec_spec& spec) const {
-  p.state_file = make_state_file(spills_.ensure());
+  p.state_file = make_state_file();
   const int fd = 3 + static_cast<int>(p.plan.inherited_fds.size());
   p.plan.inherited_fds.push_back(p.state_file.get());
   p.plan.argv = {config_.shell.string(), "-c", state_wrapper(fd), config_.shell.string(), spec.command};
