@@ -143,6 +143,7 @@ int run_command(std::vector<std::string_view> argv) {
     return true;
   });
   if (answered) return *answered;
+  check_network_flags(options);
   if (options.command.empty()) throw usage_error("run: no command given (bashexec run [options] -- COMMAND)");
   // One command, served cold: a pool would start processes nothing uses.
   options.prespawn.reset();
@@ -215,6 +216,7 @@ int tools_command(std::vector<std::string_view> argv) {
     return parse_common(flag, args, options);
   });
   if (answered) return *answered;
+  check_network_flags(options);
   // The schemas depend on whether the executor confines and on what
   // sessions carry (every executor the CLI builds takes input: `tty` and
   // bash_input).
@@ -329,7 +331,9 @@ int serve_command(std::vector<std::string_view> argv) {
   serve_options options;
   const auto answered = read_flags("serve", std::move(argv), with_limits_help(serve_help),
                                    [&](auto flag, auto& args) { return parse_server_flag(flag, args, options); });
-  return answered ? *answered : run_server(options, over_stdio<server::json_lines_server>{});
+  if (answered) return *answered;
+  check_network_flags(options);
+  return run_server(options, over_stdio<server::json_lines_server>{});
 }
 
 int mcp_command(std::vector<std::string_view> argv) {
@@ -358,6 +362,7 @@ int mcp_command(std::vector<std::string_view> argv) {
     return true;
   });
   if (answered) return *answered;
+  check_network_flags(options);
   if (!options.http_address) {
     if (options.token_file || !options.allow_hosts.empty() || !options.allow_origins.empty() || options.executor_api)
       throw usage_error("mcp: --token-file, --allow-host, --allow-origin and --executor-api need --http ADDR:PORT");

@@ -2,6 +2,7 @@
 // strict about unknown flags, with the help texts next to the flags.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -303,6 +304,8 @@ struct common_options {
   /// --allow-domain, --deny-domain, --allow-range, --network-methods, --host:
   /// the egress policy under --network allowlist.
   network_policy egress;
+  /// The egress-policy flags given, in order: each needs --network allowlist.
+  std::vector<std::string> egress_flags;
   std::optional<std::string> workdir;
   /// --containment and the per-process limits (executor_config's knobs).
   process_containment containment = process_containment::automatic;
@@ -508,12 +511,28 @@ inline bool parse_egress_value(std::string_view flag, arguments& args, common_op
 /// value is a usage error (exit 2) naming the flag and the policy's field.
 inline bool parse_egress_flag(std::string_view flag, arguments& args, common_options& options) {
   if (!parse_egress_value(flag, args, options)) return false;
+  if (std::find(options.egress_flags.begin(), options.egress_flags.end(), flag) == options.egress_flags.end())
+    options.egress_flags.emplace_back(flag);
   try {
     options.egress.validate();
   } catch (const std::invalid_argument& error) {
     throw usage_error(fmt::format("{}: {}", flag, error.what()));
   }
   return true;
+}
+
+/// Refuses an egress-policy flag without --network allowlist: the policy
+/// applies only through the egress proxy, so every command would otherwise
+/// have the network the mode gives (full by default) while the person who
+/// wrote --allow-domain believes it restricted.
+inline void check_network_flags(const common_options& options) {
+  if (options.egress_flags.empty() || proxies_network(options.network)) return;
+  std::string flags;
+  for (const auto& flag : options.egress_flags) flags += (flags.empty() ? "" : ", ") + flag;
+  throw usage_error(fmt::format("{}: {} only with --network allowlist (this command line gives every command the "
+                                "network \"{}\"); add --network allowlist, or leave {} out",
+                                flags, options.egress_flags.size() == 1 ? "applies" : "apply",
+                                to_string(options.network), options.egress_flags.size() == 1 ? "it" : "them"));
 }
 
 /// Handles the flags every subcommand shares; false when `flag` is not one.

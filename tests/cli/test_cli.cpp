@@ -540,6 +540,30 @@ TEST_CASE("bashexec serve --carry cwd,env carries a session's cd and export, thr
   CHECK(restarted.reply_to(4)["text"] == "[cwd: sub]\n" + workspace.str() + "/sub\non\n");
 }
 
+TEST_CASE("an egress-policy flag without --network allowlist is refused, never ignored", "[cli][allowlist]") {
+  // Ignored, it would leave every command the full network while the person
+  // who wrote --allow-domain believes egress restricted (issue 43).
+  for (const char* sub : {"run", "serve", "mcp", "tools"}) {
+    for (const char* flags : {"--allow-domain pypi.org", "--deny-domain evil.test", "--allow-range 10.0.0.0/8",
+                              "--host files.test=192.0.2.1", "--network-methods read-only",
+                              "--network full --allow-domain pypi.org", "--network none --allow-domain pypi.org"}) {
+      const std::string line = fmt::format("{} {}{}", sub, flags, std::string_view(sub) == "run" ? " -- true" : "");
+      INFO(line);
+      auto refused = cli_run(line);
+      CHECK(refused.exit_code == 2);
+      CHECK(refused.out.text.empty());
+      CHECK(refused.err.text.find("only with --network allowlist") != std::string::npos);
+      const std::string policy_flag(std::string_view(flags).substr(std::string_view(flags).rfind("--")));
+      CHECK(refused.err.text.find(policy_flag.substr(0, policy_flag.find(' ')) + ": ") != std::string::npos);
+    }
+  }
+  auto both = cli_run("run --allow-domain a.test --deny-domain b.test -- true");
+  CHECK(both.err.text.find("--allow-domain, --deny-domain: apply only with --network allowlist") != std::string::npos);
+  CHECK(both.err.text.find("the network \"full\"") != std::string::npos);
+  // With it, the same flags are taken.
+  CHECK(cli_run("tools --network allowlist --allow-domain pypi.org --host files.test=192.0.2.1").exit_code == 0);
+}
+
 TEST_CASE("bashexec serve, mcp and tools refuse a --carry they cannot read, naming the flag", "[cli][serve]") {
   for (const char* sub : {"serve", "mcp", "tools"}) {
     INFO(sub);
