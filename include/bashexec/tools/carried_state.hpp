@@ -152,11 +152,11 @@ inline carried_start start_from(const shell_state_event& state, state_carry carr
 namespace detail {
 
 /// The first word of a simple command that may change its shell's state:
-/// a bash builtin or keyword (bash 5.2's `compgen -b` and `compgen -k`)
-/// other than those that change nothing a session carries.
+/// a bash builtin or keyword (bash 5.2's `compgen -b` and `compgen -k`),
+/// less those that change nothing a session carries (`true`, `false`, `:`,
+/// `echo`, `test`, `[`, `pwd`, `type`, `times`, `help`, `jobs`, `exit`,
+/// `kill`, `wait`), which are left out of the list.
 inline bool is_state_changing_word(std::string_view word) noexcept {
-  constexpr std::string_view inert[] = {"true", "false", ":", "echo", "test", "[", "pwd", "type",
-                                        "times", "help", "jobs", "exit", "kill", "wait"};
   constexpr std::string_view shell_words[] = {
       ".",       "alias",    "bg",      "bind",     "break",   "builtin",  "caller",  "cd",       "command",
       "compgen", "complete", "compopt", "continue", "declare", "dirs",     "disown",  "enable",   "eval",
@@ -166,7 +166,6 @@ inline bool is_state_changing_word(std::string_view word) noexcept {
       "unalias", "unset",    "if",      "then",     "else",    "elif",     "fi",      "case",     "esac",
       "for",     "select",   "while",   "until",    "do",      "done",     "in",      "function", "time",
       "{",       "}",        "!",       "[[",       "]]",      "coproc"};
-  if (std::find(std::begin(inert), std::end(inert), word) != std::end(inert)) return false;
   return std::find(std::begin(shell_words), std::end(shell_words), word) != std::end(shell_words);
 }
 
@@ -247,12 +246,11 @@ inline bool may_change_shell_state(std::string_view command) noexcept {
 /// the shell before the command.
 inline bool needs_state_capture(std::string_view command, const carried_start& start) {
   if (start.notice || may_change_shell_state(command)) return true;
-  for (const auto& [name, value] : start.env)
-    if (is_startup_variable(name) || name.starts_with("BASH_FUNC_")) return true;
+  auto runs_code = [](std::string_view name) { return is_startup_variable(name) || name.starts_with("BASH_FUNC_"); };
+  if (std::ranges::any_of(start.env, [&](const auto& entry) { return runs_code(entry.first); })) return true;
   for (char** entry = environ; entry && *entry; ++entry) {
     const std::string_view text(*entry);
-    const std::string_view name = text.substr(0, text.find('='));
-    if (is_startup_variable(name) || name.starts_with("BASH_FUNC_")) return true;
+    if (runs_code(text.substr(0, text.find('=')))) return true;
   }
   return false;
 }
