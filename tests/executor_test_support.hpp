@@ -215,6 +215,29 @@ class temp_dir {
   std::filesystem::path path_;
 };
 
+/// A shell that passes every check made before the spawn — an executable
+/// regular file that only root can change, outside the workspace — but that
+/// the kernel cannot execute (no format it knows: ENOEXEC), so the spawn
+/// itself fails.
+class unexecutable_shell {
+ public:
+  unexecutable_shell() : path_(dir_.path() / "not-a-shell") {
+    std::ofstream(path_) << "\x7f\x01 not a program\n";
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all);
+  }
+  /// `config` with this shell and a workspace that does not hold it.
+  bashexec::executor_config apply(bashexec::executor_config config) const {
+    config.shell = path_;
+    config.cwd = workspace_.path();
+    return config;
+  }
+  std::string name() const { return path_.string(); }
+
+ private:
+  temp_dir dir_, workspace_;
+  std::filesystem::path path_;
+};
+
 /// First line of `text` parsed as a pid (commands print `$$` or `$!` first).
 inline long first_pid(const std::string& text) {
   return std::atol(text.substr(0, text.find('\n')).c_str());

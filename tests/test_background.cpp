@@ -35,29 +35,7 @@ using test_support::steady;
 
 namespace {
 
-/// A shell that passes every check made before the spawn — an executable
-/// regular file that only root can change, outside the workspace — but that
-/// the kernel cannot execute (no format it knows: ENOEXEC), so the spawn
-/// itself fails.
-class unexecutable_shell {
- public:
-  unexecutable_shell() : path_(dir_.path() / "not-a-shell") {
-    std::ofstream(path_) << "\x7f\x01 not a program\n";
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all);
-  }
-  /// `config` with this shell and a workspace that does not hold it.
-  executor_config apply(executor_config config) const {
-    config.shell = path_;
-    config.cwd = workspace_.path();
-    return config;
-  }
-  std::string name() const { return path_.string(); }
-
- private:
-  test_support::temp_dir dir_, workspace_;
-  std::filesystem::path path_;
-};
-
+using test_support::unexecutable_shell;
 
 task_id start(unconfined_executor& executor, std::string command, std::optional<owner_token> owner = std::nullopt) {
   return executor.start(executor.resolve({.command = std::move(command), .owner = std::move(owner)}));

@@ -330,3 +330,18 @@ TEST_CASE("a terminal request with stdin_data is refused naming the field", "[te
   exec_request zero = on_terminal("true", {.rows = 0, .columns = 80});
   CHECK_THROWS_WITH(exec.resolve(std::move(zero)), Catch::Contains("terminal"));
 }
+
+TEST_CASE("a foreground run on a terminal or a kept stdin that settles before it is watched reports its own end",
+          "[terminal]") {
+  // A spawn that fails settles the run's task before `start` returns, as a
+  // quick command does on a loaded machine: the run must still answer with
+  // what happened, not that its task was forgotten.
+  const test_support::unexecutable_shell shell;
+  local_executor exec(shell.apply(fast_config()));
+  CHECK_THROWS_AS(exec.run(exec.resolve(on_terminal("true"))), infrastructure_error);
+  CHECK_THROWS_WITH(exec.run(exec.resolve(on_terminal("true"))), Catch::Contains(shell.name()));
+  exec_request kept{.command = "true"};
+  kept.keep_stdin_open = true;
+  CHECK_THROWS_WITH(exec.run(exec.resolve(std::move(kept))), Catch::Contains(shell.name()));
+  CHECK(exec.list().empty());
+}

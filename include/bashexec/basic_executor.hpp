@@ -224,8 +224,11 @@ class basic_executor {
   /// from the start, so that a wait for input can hand it on.
   run_result run_interactive(const exec_spec& spec);
   /// `start`, for a foreground run too: its task tells no listener until
-  /// it is handed on.
-  task_id start_task(const exec_spec& spec, bool foreground);
+  /// it is handed on. Answers the task itself beside its id: a foreground
+  /// run's task that settles at once has left the registry by the time
+  /// `start_task` returns, so its run could not find it by id.
+  struct started_task;
+  started_task start_task(const exec_spec& spec, bool foreground);
   std::optional<sandbox_mode> confine_under(const exec_spec& spec);
   void ensure_selected();
 

@@ -136,12 +136,18 @@ run_result basic_executor<Policies>::run(const exec_spec& spec) {
 }
 
 template <class Policies>
+struct basic_executor<Policies>::started_task {
+  task_id id;
+  std::shared_ptr<typename engine::task_type> task;
+};
+
+template <class Policies>
 task_id basic_executor<Policies>::start(const exec_spec& spec) {
-  return start_task(spec, false);
+  return start_task(spec, false).id;
 }
 
 template <class Policies>
-task_id basic_executor<Policies>::start_task(const exec_spec& spec, bool foreground) {
+auto basic_executor<Policies>::start_task(const exec_spec& spec, bool foreground) -> started_task {
   if (spec.stop.stop_requested())
     throw infrastructure_error(fmt::format("{}: stop was requested before the command was spawned",
                                            foreground ? "run" : "start"));
@@ -158,16 +164,16 @@ task_id basic_executor<Policies>::start_task(const exec_spec& spec, bool foregro
     return state.launches.build(without, confinement_, under);
   }()
                                               : state.launches.build(spec, confinement_, under);
-  return detail::start_background(task, std::move(launch), spawn_, state.spawner, state.reactor, state.tasks,
-                                  spec.stop);
+  task_id id = detail::start_background(task, std::move(launch), spawn_, state.spawner, state.reactor, state.tasks,
+                                        spec.stop);
+  return {std::move(id), std::move(task)};
 }
 
 template <class Policies>
 run_result basic_executor<Policies>::run_interactive(const exec_spec& spec) {
   engine& state = *engine_;
   const auto deadline = detail::clock::now() + std::min(spec.timeout, config_.max_timeout);
-  const task_id id = start_task(spec, true);
-  const auto task = state.tasks.find(id);
+  const auto [id, task] = start_task(spec, true);
   task_snapshot facts = task->wait_for_input_or_settled(deadline);
   // Waiting: from here on it is a task like any other, unless it settled
   // in the meantime (then it is this run's result after all).
