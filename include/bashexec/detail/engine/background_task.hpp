@@ -204,12 +204,19 @@ class background_task final : public reactor::client {
   std::size_t write_input(std::string_view bytes) {
     std::size_t done = 0;
     unique_fd target;
+    bool terminal = false;
+    // Only a pipe raises SIGPIPE: a terminal whose command hung up answers
+    // EIO, so its writes skip the signal mask's three system calls.
+    auto put = [&terminal](int fd, const char* data, std::size_t size) {
+      return terminal ? ::write(fd, data, size) : write_without_sigpipe(fd, data, size);
+    };
     {
       // The usual case, at once: all of it fits. Only a write that must
       // wait for room waits on a copy of the descriptor, without the lock.
       std::lock_guard lock(mutex_);
       require_input_locked("write to");
-      const ssize_t n = write_without_sigpipe(child_->input_fd(), bytes.data(), bytes.size());
+      terminal = child_->on_terminal();
+      const ssize_t n = put(child_->input_fd(), bytes.data(), bytes.size());
       if (n > 0) done = static_cast<std::size_t>(n);
       if (done == bytes.size()) {
         note_activity(clock::now());
@@ -220,7 +227,7 @@ class background_task final : public reactor::client {
     }
     const auto until = clock::now() + terminal_.write_timeout;
     while (done < bytes.size()) {
-      const ssize_t n = write_without_sigpipe(target.get(), bytes.data() + done, bytes.size() - done);
+      const ssize_t n = put(target.get(), bytes.data() + done, bytes.size() - done);
       if (n > 0) {
         done += static_cast<std::size_t>(n);
         continue;
@@ -321,6 +328,7 @@ class background_task final : public reactor::client {
   /// What the task printed since the last read (contract 6).
   task_read read() {
     std::lock_guard lock(mutex_);
+    if (child_ && !settled_) take_ready_output();
     task_read r;
     r.task = snapshot_;
     if (!child_) {
@@ -351,6 +359,17 @@ class background_task final : public reactor::client {
     r.stdout_spill_path = existing(child_->out().spill_path());
     r.stderr_spill_path = existing(child_->err().spill_path());
     return r;
+  }
+
+  /// What the command wrote and nobody read yet, read now in the reader's
+  /// thread (a read sees what is there without a hop to the reactor
+  /// thread; the reactor still owns the streams' ends). Under the lock.
+  void take_ready_output() {
+    char scratch[16 * 1024];
+    bool any = false;
+    for (const child_source source : {child_source::out, child_source::err})
+      any = child_->read_ready(source, scratch, sizeof scratch) || any;
+    if (any) note_activity(clock::now());
   }
 
   // reactor::client — called on the reactor thread.

@@ -162,6 +162,30 @@ class child_run {
     update(now);
   }
 
+  /// Reads what `source`'s stream holds right now, in the caller's thread,
+  /// and nothing more: its end of file is left for the event loop that
+  /// watches it (which parks a terminal's master or closes a pipe and
+  /// takes it out of its set). A task's reader takes its output this way
+  /// instead of waiting for the loop's thread to wake and read it first.
+  /// Returns whether anything was read.
+  bool read_ready(child_source source, char* scratch, std::size_t size) {
+    unique_fd& pipe = source == child_source::out ? pipes_.out : pipes_.err;
+    Collector& sink = source == child_source::out ? out_ : err_;
+    bool any = false;
+    for (int round = 0; round < 16 && pipe; ++round) {
+      const ssize_t n = ::read(pipe.get(), scratch, size);
+      if (n > 0) {
+        sink.append(scratch, static_cast<std::size_t>(n));
+        any = true;
+        if (static_cast<std::size_t>(n) < size) break;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EAGAIN, end of file or an error: the loop's to handle
+    }
+    return any;
+  }
+
   /// A descriptor this run stopped reading but keeps open (a terminal's
   /// master after its output ended): an event loop removes it from its
   /// set, since it stays ready (hung up) for as long as it is open. -1 when
