@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -390,10 +391,68 @@ TEST_CASE("Contract 29: shell-state events are written by record_shell_state onl
   for (const char* corrupt : {R"({"type":"shell-state","cwd":7})", R"({"type":"shell-state","env":{"A":1}})",
                               R"({"type":"shell-state","unset":[""]})",
                               R"({"type":"shell-state","env":{"A":"1"},"set_under":{"A":"everything"}})",
-                              R"({"type":"shell-state","set_under":{"A":"read-only"}})"}) {
+                              R"({"type":"shell-state","set_under":{"A":"read-only"}})",
+                              R"({"type":"shell-state","changes":"yes"})", R"({"type":"shell-state","drop":["A"]})",
+                              R"({"type":"shell-state","changes":true,"drop":[""]})",
+                              R"({"type":"shell-state","changes":true,"cwd":"relative"})",
+                              R"({"type":"shell-state","changes":true,"set_under":{"A":"read-only"}})"}) {
     INFO(corrupt);
     CHECK_THROWS_AS(replay_session_log(std::string(corrupt) + "\n{}\n", "test"), session_log_error);
   }
+}
+
+TEST_CASE("Contract 29: a log stores each state as what changed from the one before, and replays the same states",
+          "[shell-state][session]") {
+  test_support::temp_dir dir;
+  const fs::path file = dir.path() / "s.jsonl";
+  std::vector<shell_state_event> recorded;
+  shell_state_event state{.cwd = "/w/a"};
+  for (int i = 0; i < 20; ++i) state.env.emplace(fmt::format("CARRIED_{:02}", i), fmt::format("/opt/venv/{}", i));
+  recorded.push_back(state);
+  state.cwd = "/w/b";  // a cd
+  recorded.push_back(state);
+  state.env["NEW"] = "1";  // an export, an unset of a carried name, of a host name
+  state.env.erase("CARRIED_03");
+  state.unset = {"HOME"};
+  recorded.push_back(state);
+  state.env["LD_PRELOAD"] = "/x.so";  // a loader variable, and the mode that set it
+  state.set_under = {{"LD_PRELOAD", sandbox_mode::read_only}};
+  recorded.push_back(state);
+  state.cwd.clear();  // back to the root; the loader variable and the unset go
+  state.env.erase("LD_PRELOAD");
+  state.set_under.clear();
+  state.unset.clear();
+  recorded.push_back(state);
+  recorded.push_back({});  // the reset
+  recorded.push_back({.env = {{"A", "1"}}});
+  {
+    session_log log(file);
+    for (const auto& each : recorded) record_shell_state(log, each);
+  }
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  REQUIRE(lines.size() == recorded.size());
+  CHECK(lines[0] == event_to_json(recorded[0]).dump());  // nothing before it: the whole state
+  CHECK(lines[1] == R"({"changes":true,"cwd":"/w/b","type":"shell-state"})");
+  for (std::size_t i = 1; i <= 4; ++i) {
+    INFO("line " << i + 1 << ": " << lines[i]);
+    CHECK(lines[i].find(R"("changes":true)") != std::string::npos);
+    CHECK(lines[i].size() < event_to_json(recorded[i]).dump().size());
+  }
+  CHECK(lines[4].find(R"("cwd":null)") != std::string::npos);
+  CHECK(lines[5] == R"({"type":"shell-state"})");  // the reset is whole
+  CHECK(lines[6] == event_to_json(recorded[6]).dump());
+
+  session_log replayed(file);
+  std::vector<session_event> expected(recorded.begin(), recorded.end());
+  CHECK(replayed.events() == expected);
+  // A line of changes with no state before it changes the empty state.
+  const auto alone = replay_session_log(R"({"type":"shell-state","changes":true,"env":{"A":"1"}})" "\n", "test");
+  REQUIRE(alone.events.size() == 1);
+  CHECK(alone.events[0] == session_event{shell_state_event{.env = {{"A", "1"}}}});
 }
 
 TEST_CASE("Contract 29: a log of 10,000 state changes replays to its last state", "[shell-state][session]") {

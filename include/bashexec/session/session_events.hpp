@@ -58,7 +58,9 @@ struct network_grant_event {
 /// The shell state the session's next call starts from (the `shell-state`
 /// event; tools/carried_state.hpp): each event holds the whole state, so the
 /// last one wins, and an empty one is the reset (the session root, the
-/// host-derived environment). Every string is valid UTF-8.
+/// host-derived environment). Every string is valid UTF-8. (On disk a log
+/// stores what changed from the state before, where that is shorter:
+/// `shell_state_line`; replay folds it back into whole states.)
 struct shell_state_event {
   /// Absolute; empty: the session root.
   std::string cwd{};
@@ -171,19 +173,43 @@ inline bool carried_name_ok(std::string_view name) noexcept {
   return !name.empty() && name.find_first_of(std::string_view("=\0", 2)) == std::string_view::npos;
 }
 
-/// A `shell-state` event's fields; throws std::invalid_argument naming the
-/// field that is wrong.
-inline shell_state_event shell_state_from_json(const nlohmann::json& line) {
-  shell_state_event state;
+/// A `shell-state` line's state; throws std::invalid_argument naming the
+/// field that is wrong. A line with `"changes": true` holds only what
+/// changed from `before`, the session's state before it: "cwd" the new
+/// directory (null: back to the session root), "env" the variables set or
+/// changed, "drop" the names no longer exported, "unset" and "set_under"
+/// replaced whole when present; an absent field is as before. Any other
+/// line is the whole state.
+inline shell_state_event shell_state_from_json(const nlohmann::json& line, const shell_state_event& before = {}) {
   const auto bad = [](std::string_view what) {
     return std::invalid_argument(fmt::format("shell-state event with {}", what));
   };
+  const auto name_list = [&](const nlohmann::json& names, std::string_view field) {
+    if (!names.is_array()) throw bad(fmt::format("an \"{}\" that is not an array", field));
+    std::vector<std::string> list;
+    for (const auto& name : names) {
+      if (!name.is_string() || !carried_name_ok(name.get_ref<const std::string&>()))
+        throw bad(fmt::format("an \"{}\" entry that is not a variable name", field));
+      list.push_back(name.get<std::string>());
+    }
+    return list;
+  };
+  bool changes = false;
+  if (const auto flag = line.find("changes"); flag != line.end()) {
+    if (!flag->is_boolean()) throw bad("a \"changes\" that is not true or false");
+    changes = flag->get<bool>();
+  }
+  shell_state_event state = changes ? before : shell_state_event{};
   if (const auto cwd = line.find("cwd"); cwd != line.end()) {
-    if (!cwd->is_string() || cwd->get_ref<const std::string&>().empty() ||
-        cwd->get_ref<const std::string&>().front() != '/' ||
-        cwd->get_ref<const std::string&>().find('\0') != std::string::npos)
-      throw bad("a \"cwd\" that is not an absolute path");
-    state.cwd = cwd->get<std::string>();
+    if (changes && cwd->is_null()) {
+      state.cwd.clear();
+    } else {
+      if (!cwd->is_string() || cwd->get_ref<const std::string&>().empty() ||
+          cwd->get_ref<const std::string&>().front() != '/' ||
+          cwd->get_ref<const std::string&>().find('\0') != std::string::npos)
+        throw bad("a \"cwd\" that is not an absolute path");
+      state.cwd = cwd->get<std::string>();
+    }
   }
   if (const auto env = line.find("env"); env != line.end()) {
     if (!env->is_object()) throw bad("an \"env\" that is not an object");
@@ -191,29 +217,39 @@ inline shell_state_event shell_state_from_json(const nlohmann::json& line) {
       if (!carried_name_ok(name) || !value.is_string() ||
           value.get_ref<const std::string&>().find('\0') != std::string::npos)
         throw bad("an \"env\" entry that is not NAME: string");
-      state.env.emplace(name, value.get<std::string>());
+      state.env.insert_or_assign(name, value.get<std::string>());
     }
   }
-  if (const auto unset = line.find("unset"); unset != line.end()) {
-    if (!unset->is_array()) throw bad("an \"unset\" that is not an array");
-    for (const auto& name : *unset) {
-      if (!name.is_string() || !carried_name_ok(name.get_ref<const std::string&>()))
-        throw bad("an \"unset\" entry that is not a variable name");
-      state.unset.push_back(name.get<std::string>());
+  if (const auto drop = line.find("drop"); drop != line.end()) {
+    if (!changes) throw bad("a \"drop\" in a whole state (only a line of \"changes\" drops names)");
+    for (const auto& name : name_list(*drop, "drop")) {
+      state.env.erase(name);
+      state.set_under.erase(name);
     }
   }
+  if (const auto unset = line.find("unset"); unset != line.end()) state.unset = name_list(*unset, "unset");
   if (const auto modes = line.find("set_under"); modes != line.end()) {
     if (!modes->is_object()) throw bad("a \"set_under\" that is not an object");
+    state.set_under.clear();
     for (const auto& [name, mode] : modes->items()) {
       const auto parsed = mode.is_string() ? parse_sandbox_mode(mode.get_ref<const std::string&>()) : std::nullopt;
       if (!parsed) throw bad("a \"set_under\" entry that is not a sandbox mode (read-only, workspace-write, danger-full-access)");
-      if (!state.env.contains(name)) throw bad("a \"set_under\" entry for a name \"env\" does not set");
       state.set_under.emplace(name, *parsed);
     }
   }
+  for (const auto& entry : state.set_under)
+    if (!state.env.contains(entry.first)) throw bad("a \"set_under\" entry for a name \"env\" does not set");
   return state;
 }
 
+}  // namespace detail
+
+namespace detail {
+inline nlohmann::json set_under_json(const std::map<std::string, sandbox_mode>& set_under) {
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& [name, mode] : set_under) modes[name] = to_string(mode);
+  return modes;
+}
 }  // namespace detail
 
 /// The JSON object one event is stored as.
@@ -227,10 +263,7 @@ inline nlohmann::json event_to_json(const session_event& event) {
     if (!state->cwd.empty()) object["cwd"] = state->cwd;
     if (!state->env.empty()) object["env"] = state->env;
     if (!state->unset.empty()) object["unset"] = state->unset;
-    if (!state->set_under.empty()) {
-      nlohmann::json& modes = object["set_under"];
-      for (const auto& [name, mode] : state->set_under) modes[name] = to_string(mode);
-    }
+    if (!state->set_under.empty()) object["set_under"] = detail::set_under_json(state->set_under);
     return object;
   }
   const auto& opaque = std::get<opaque_event>(event);
@@ -239,8 +272,35 @@ inline nlohmann::json event_to_json(const session_event& event) {
   return body;
 }
 
+/// The line a log stores for the state `next` after `before`: what changed
+/// (`"changes": true`, read back by shell_state_from_json against the state
+/// before it) when that is shorter than the whole state, as it is for a call
+/// that changed a directory or a variable of many; the whole state
+/// otherwise, and always for the reset.
+inline nlohmann::json shell_state_line(const shell_state_event& before, const shell_state_event& next) {
+  nlohmann::json whole = event_to_json(next);
+  if (next.empty() || before.empty()) return whole;
+  nlohmann::json changes{{"type", shell_state_event_type}, {"changes", true}};
+  if (next.cwd != before.cwd) changes["cwd"] = next.cwd.empty() ? nlohmann::json(nullptr) : nlohmann::json(next.cwd);
+  for (const auto& [name, value] : next.env)
+    if (const auto was = before.env.find(name); was == before.env.end() || was->second != value)
+      changes["env"][name] = value;
+  for (const auto& entry : before.env)
+    if (!next.env.contains(entry.first)) changes["drop"].push_back(entry.first);
+  if (next.unset != before.unset) changes["unset"] = next.unset;
+  if (next.set_under != before.set_under) changes["set_under"] = detail::set_under_json(next.set_under);
+  return changes.dump().size() < whole.dump().size() ? changes : whole;
+}
+
+/// Reads one stored event, a `shell-state` line of changes against
+/// `state_before` (the session's state before it); throws
+/// std::invalid_argument saying what is wrong.
+inline session_event event_from_json(const nlohmann::json& line, const shell_state_event& state_before);
+
 /// Reads one stored event; throws std::invalid_argument saying what is wrong.
-inline session_event event_from_json(const nlohmann::json& line) {
+inline session_event event_from_json(const nlohmann::json& line) { return event_from_json(line, {}); }
+
+inline session_event event_from_json(const nlohmann::json& line, const shell_state_event& state_before) {
   if (!line.is_object()) throw std::invalid_argument("expected a JSON object");
   const auto type = line.find("type");
   if (type == line.end() || !type->is_string()) throw std::invalid_argument("missing the string field \"type\"");
@@ -257,7 +317,7 @@ inline session_event event_from_json(const nlohmann::json& line) {
     }
     return grant;
   }
-  if (name == shell_state_event_type) return detail::shell_state_from_json(line);
+  if (name == shell_state_event_type) return detail::shell_state_from_json(line, state_before);
   if (name != sandbox_mode_event_type) return opaque_event{name, line};
   const auto mode = line.find("mode");
   if (mode == line.end() || !mode->is_string())
@@ -337,6 +397,9 @@ inline session_log_replay replay_session_log(std::string_view content, std::stri
   }
 
   std::size_t line_number = 0;
+  // Where the shell state so far is in `events` (a line of changes is read
+  // against it): an index, since the vector moves as it grows.
+  std::optional<std::size_t> state_at;
   for (std::size_t start = 0; start < content.size();) {
     ++line_number;
     auto end = content.find('\n', start);
@@ -362,7 +425,10 @@ inline session_log_replay replay_session_log(std::string_view content, std::stri
           fmt::format("session log {} line {}: not valid JSON (the log is corrupt)", where, line_number));
     }
     try {
-      replay.events.push_back(event_from_json(parsed));
+      const shell_state_event none;
+      const auto& before = state_at ? std::get<shell_state_event>(replay.events[*state_at]) : none;
+      replay.events.push_back(event_from_json(parsed, before));
+      if (std::holds_alternative<shell_state_event>(replay.events.back())) state_at = replay.events.size() - 1;
     } catch (const std::invalid_argument& e) {
       throw session_log_error(fmt::format("session log {} line {}: {}", where, line_number, e.what()));
     }

@@ -4,6 +4,8 @@
 //
 // File format: one JSON object per line, each with a string "type":
 //   {"type":"sandbox-mode","mode":"workspace-write"}
+// A `shell-state` line may hold only what changed from the state before it
+// ({"type":"shell-state","changes":true,"cwd":"/w/sub"}: session_events.hpp).
 // Other event types (a harness's own) are kept verbatim and written back
 // unchanged. Every append is one write(2) of a whole line, then fsync(2).
 //
@@ -96,13 +98,22 @@ class session_log {
     return events_;
   }
 
+  /// What `fold` answers of every event, oldest first, read in place under
+  /// the log's lock (no copy: the per-call folds of a long session cost no
+  /// allocation per event). `fold` takes a std::span<const session_event>
+  /// and must not call back into this log.
+  template <class Fold>
+  auto fold(Fold&& fold) const {
+    std::lock_guard lock(mutex_);
+    return std::forward<Fold>(fold)(std::span<const session_event>(events_));
+  }
+
   /// The last event of type `Event`, if any, without copying the others
   /// (the carried shell state is read on every call of a session).
   template <class Event>
   std::optional<Event> last_of() const {
     std::lock_guard lock(mutex_);
-    for (auto it = events_.rbegin(); it != events_.rend(); ++it)
-      if (const auto* event = std::get_if<Event>(&*it)) return *event;
+    if (const Event* event = last_of_locked<Event>()) return *event;
     return std::nullopt;
   }
 
@@ -148,6 +159,26 @@ class session_log {
     std::lock_guard lock(mutex_);
     if (fd_) write_line(object.dump() + '\n');
     events_.push_back(event_from_json(object));
+  }
+
+  template <class Event>
+  const Event* last_of_locked() const {
+    for (auto it = events_.rbegin(); it != events_.rend(); ++it)
+      if (const auto* event = std::get_if<Event>(&*it)) return event;
+    return nullptr;
+  }
+
+  /// A checked state (record_shell_state), stored as what changed from the
+  /// state before it where that is shorter (shell_state_line): a session
+  /// that changes one directory a call writes a short line, not its whole
+  /// environment again, and replays in proportion.
+  void append_shell_state(shell_state_event state) {
+    std::lock_guard lock(mutex_);
+    if (fd_) {
+      const shell_state_event* before = last_of_locked<shell_state_event>();
+      write_line(shell_state_line(before ? *before : shell_state_event{}, state).dump() + '\n');
+    }
+    events_.push_back(std::move(state));
   }
 
   /// One durable line: written whole, then fsync'ed; rolled back on failure
@@ -266,7 +297,7 @@ inline void record_shell_state(session_log& log, shell_state_event state) {
     throw std::invalid_argument("record_shell_state: a string of the state is not valid UTF-8");
   }
   // The fields are checked as a replay would check them.
-  log.append_event(detail::shell_state_from_json(object));
+  log.append_shell_state(detail::shell_state_from_json(object));
 }
 
 /// The state `log`'s session's next call starts from (see
@@ -277,14 +308,12 @@ inline shell_state_event current_shell_state(const session_log& log) {
 
 /// The names granted to `log`'s session (see `session_network_grants(events)`).
 inline std::vector<std::string> session_network_grants(const session_log& log) {
-  const auto events = log.events();
-  return session_network_grants(std::span<const session_event>(events));
+  return log.fold([](std::span<const session_event> events) { return session_network_grants(events); });
 }
 
 /// The override of `log`'s session (see `effective_sandbox_mode(events)`).
 inline std::optional<sandbox_mode> effective_sandbox_mode(const session_log& log) {
-  const auto events = log.events();
-  return effective_sandbox_mode(std::span<const session_event>(events));
+  return log.fold([](std::span<const session_event> events) { return effective_sandbox_mode(events); });
 }
 
 }  // namespace bashexec
