@@ -9,8 +9,10 @@
 // commands. The server is the library's own (mcp_http_server with
 // executor_api) on loopback; the contract suites run over it across a
 // network namespace in the remote/ lane (test_foreground, test_background).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -271,6 +273,41 @@ TEST_CASE("remote_executor resolves on the server: its defaults, and its refusal
   } catch (const std::invalid_argument& e) {
     CHECK_THAT(e.what(), Catch::StartsWith("timeout"));
   }
+}
+
+TEST_CASE("remote_executor carries a shell state as request data: unset names go, the final state comes back",
+          "[remote][shell-state]") {
+  // Two names of the server's host environment (set before its threads
+  // start): a carried state unsets one, the command the other.
+  ::setenv("REMOTE_STATE_GONE", "1", 1);
+  ::setenv("REMOTE_STATE_KEPT", "2", 1);
+  executor_config config = test_support::fast_config();
+  temp_dir dir;
+  fs::create_directories(dir.path / "sub");
+  config.cwd = dir.path;
+  loopback_server server({}, config);
+  remote_executor remote(server.client());
+  exec_request request{
+      .command = "printf '[%s]' \"${REMOTE_STATE_GONE-unset}\"; cd sub; export MADE=$'v\\xff'; unset REMOTE_STATE_KEPT"};
+  request.env_unset = {"REMOTE_STATE_GONE"};
+  request.capture_state = true;
+  const auto spec = remote.resolve(std::move(request));
+  CHECK(spec.capture_state);
+  CHECK(spec.env_unset == std::vector<std::string>{"REMOTE_STATE_GONE"});
+  const auto result = remote.run(spec);
+  CHECK(result.out.text == "[unset]");
+  REQUIRE(result.final_state);
+  CHECK(result.final_state->cwd == fs::canonical(dir.path / "sub"));
+  CHECK(result.final_state->env.at("MADE") == "v\xff");  // bytes exact, as everything on this wire
+  CHECK(std::find(result.final_state->unset.begin(), result.final_state->unset.end(), "REMOTE_STATE_KEPT") !=
+        result.final_state->unset.end());
+  CHECK_FALSE(result.state_notice);
+  // Without capture_state nothing comes back, as locally.
+  const auto plain = remote.run(remote.resolve({.command = "cd sub"}));
+  CHECK_FALSE(plain.final_state);
+  server.stop();
+  ::unsetenv("REMOTE_STATE_GONE");
+  ::unsetenv("REMOTE_STATE_KEPT");
 }
 
 TEST_CASE("remote_executor: the server's timeout kills the command there and the result says timed out",

@@ -22,8 +22,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <boost/beast/core/detail/base64.hpp>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "bashexec/containment.hpp"
@@ -32,6 +34,7 @@
 #include "bashexec/request.hpp"
 #include "bashexec/result.hpp"
 #include "bashexec/sandbox_mode.hpp"
+#include "bashexec/shell_state.hpp"
 
 namespace bashexec::remote::wire {
 
@@ -134,6 +137,41 @@ inline std::optional<std::filesystem::path> optional_path_of(const nlohmann::jso
   return std::filesystem::path(std::move(*bytes));
 }
 
+inline nlohmann::json encoded_names(const std::vector<std::string>& names) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& name : names) list.push_back(encode_bytes(name));
+  return list;
+}
+
+inline std::vector<std::string> names_of(const nlohmann::json& object, std::string_view key) {
+  std::vector<std::string> names;
+  if (!has(object, key)) return names;
+  const auto& list = member(object, key);
+  if (!list.is_array()) throw protocol_error(fmt::format("{}: not an array", key));
+  for (const auto& name : list) {
+    if (!name.is_string()) throw protocol_error(fmt::format("{}: not a string", key));
+    names.push_back(decode_bytes(name.get<std::string>(), key));
+  }
+  return names;
+}
+
+inline nlohmann::json encoded_env(const std::map<std::string, std::string>& env) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [name, value] : env) list.push_back({encode_bytes(name), encode_bytes(value)});
+  return list;
+}
+
+inline std::map<std::string, std::string> env_of(const nlohmann::json& list, std::string_view key) {
+  std::map<std::string, std::string> env;
+  if (!list.is_array()) throw protocol_error(fmt::format("{}: not an array", key));
+  for (const auto& entry : list) {
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_string())
+      throw protocol_error(fmt::format("{}: each entry is [name, value]", key));
+    env[decode_bytes(entry[0].get<std::string>(), key)] = decode_bytes(entry[1].get<std::string>(), key);
+  }
+  return env;
+}
+
 // ---- requests ---------------------------------------------------------------
 
 /// A request as the caller gave it: everything but the stop token and the
@@ -155,18 +193,16 @@ nlohmann::json to_wire(const basic_exec_request<Field>& request) {
     message["stdout_max_bytes"] = request.stdout_max_bytes;
   }
   message["stdin"] = bytes_or_null<nlohmann::json>(request.stdin_data);
-  if (request.env) {
-    nlohmann::json env = nlohmann::json::array();
-    for (const auto& [name, value] : *request.env) env.push_back({encode_bytes(name), encode_bytes(value)});
-    message["env"] = std::move(env);
-  } else {
-    message["env"] = nullptr;
-  }
+  message["env"] = request.env ? encoded_env(*request.env) : nlohmann::json(nullptr);
   message["owner"] = request.owner ? nlohmann::json(encode_bytes(request.owner->value())) : nullptr;
   message["mode"] = request.mode ? nlohmann::json(std::string(to_string(*request.mode))) : nullptr;
   nlohmann::json grants = nlohmann::json::array();
   for (const auto& grant : request.network_grants) grants.push_back(encode_bytes(grant));
   message["network_grants"] = std::move(grants);
+  // A carried state (tools/carried_state.hpp): the names it unset, and
+  // whether the shell's final state comes back.
+  message["env_unset"] = encoded_names(request.env_unset);
+  message["capture_state"] = request.capture_state;
   return message;
 }
 
@@ -185,15 +221,7 @@ inline exec_request request_from_wire(const nlohmann::json& message) {
     request.stdout_max_bytes = cap.is_number_unsigned() ? cap.get<std::size_t>() : std::size_t{0};
   }
   request.stdin_data = optional_bytes_of(message, "stdin");
-  if (has(message, "env")) {
-    std::map<std::string, std::string> env;
-    for (const auto& entry : member(message, "env")) {
-      if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_string())
-        throw protocol_error("env: each entry is [name, value]");
-      env[decode_bytes(entry[0].get<std::string>(), "env")] = decode_bytes(entry[1].get<std::string>(), "env");
-    }
-    request.env = std::move(env);
-  }
+  if (has(message, "env")) request.env = env_of(member(message, "env"), "env");
   if (auto owner = optional_bytes_of(message, "owner")) request.owner = owner_token(std::move(*owner));
   if (has(message, "mode")) request.mode = enum_of<sandbox_mode>(message, "mode");
   if (has(message, "network_grants"))
@@ -201,6 +229,8 @@ inline exec_request request_from_wire(const nlohmann::json& message) {
       if (!grant.is_string()) throw protocol_error("network_grants: not a string");
       request.network_grants.push_back(decode_bytes(grant.get<std::string>(), "network_grants"));
     }
+  request.env_unset = names_of(message, "env_unset");
+  if (has(message, "capture_state")) request.capture_state = flag_of(message, "capture_state");
   return request;
 }
 
@@ -219,6 +249,8 @@ inline exec_spec spec_from_wire(const nlohmann::json& message) {
   spec.owner = std::move(request.owner);
   spec.mode = request.mode;
   spec.network_grants = std::move(request.network_grants);
+  spec.env_unset = std::move(request.env_unset);
+  spec.capture_state = request.capture_state;
   return spec;
 }
 
@@ -299,6 +331,21 @@ inline std::optional<network_report> network_from_wire(const nlohmann::json& mes
   return report;
 }
 
+inline nlohmann::json to_wire(const std::optional<shell_state>& state) {
+  if (!state) return nullptr;
+  return {{"cwd", encode_bytes(state->cwd.native())}, {"env", encoded_env(state->env)},
+          {"unset", encoded_names(state->unset)}};
+}
+
+inline std::optional<shell_state> shell_state_from_wire(const nlohmann::json& message) {
+  if (message.is_null()) return std::nullopt;
+  shell_state state;
+  state.cwd = bytes_of(message, "cwd");
+  state.env = env_of(member(message, "env"), "final_state.env");
+  state.unset = names_of(message, "unset");
+  return state;
+}
+
 inline nlohmann::json to_wire(const run_result& result) {
   return {{"exit_code", result.exit_code ? nlohmann::json(*result.exit_code) : nullptr},
           {"signal", result.signal ? nlohmann::json(*result.signal) : nullptr},
@@ -310,7 +357,9 @@ inline nlohmann::json to_wire(const run_result& result) {
           {"stderr", to_wire(result.err)},
           {"sandbox", to_wire(result.sandbox)},
           {"containment", std::string(to_string(result.containment))},
-          {"network", to_wire(result.network)}};
+          {"network", to_wire(result.network)},
+          {"final_state", to_wire(result.final_state)},
+          {"state_notice", bytes_or_null<nlohmann::json>(result.state_notice)}};
 }
 
 inline run_result run_result_from_wire(const nlohmann::json& message) {
@@ -326,6 +375,9 @@ inline run_result run_result_from_wire(const nlohmann::json& message) {
   result.sandbox = sandbox_from_wire(member(message, "sandbox"));
   result.containment = enum_of<containment_mechanism>(message, "containment");
   result.network = network_from_wire(member(message, "network"));
+  // A server from before carried state sends neither: nothing was captured.
+  if (has(message, "final_state")) result.final_state = shell_state_from_wire(member(message, "final_state"));
+  result.state_notice = optional_bytes_of(message, "state_notice");
   return result;
 }
 
