@@ -129,3 +129,22 @@ TEST_CASE("tasks/list pages oldest first and takes only a cursor it gave", "[mcp
   CHECK_FALSE(board.list(std::string("99")));
   CHECK_FALSE(board.list(std::string("")));
 }
+
+TEST_CASE("a task's status message: a failure's first line, or that its command waits for input and how to answer",
+          "[mcp][tasks]") {
+  CHECK(task_status_message(true, "sandbox unavailable\nmore", nullptr) == "sandbox unavailable");
+  CHECK(task_status_message(true, std::string(400, 'x'), nullptr).size() == 300);
+  CHECK(task_status_message(false, "[exit code: 0]", nullptr).empty());
+  const json exited = {{"exit_code", 0}, {"input_wait", nullptr}};
+  CHECK(task_status_message(false, "done", &exited).empty());
+  const json waiting = {{"task_id", "bash-3"}, {"status", "running"}, {"input_wait", {{"prompt", "Proceed? [Y/n] "}}}};
+  CHECK(task_status_message(false, "...", &waiting) ==
+        R"(the command waits for input (prompt "Proceed? [Y/n] ") and goes on as bash-3: answer with bash_input)");
+  // The task is completed all the same: the MCP call answered.
+  task_board board;
+  const auto task = board.create(std::nullopt);
+  board.finish(*task, call_result(0), false, task_status_message(false, "...", &waiting));
+  const json shown = board.describe(*task);
+  CHECK(shown["status"] == "completed");
+  CHECK_THAT(shown["statusMessage"].get<std::string>(), Catch::Contains("bash_input") && Catch::Contains("bash-3"));
+}

@@ -369,8 +369,8 @@ class mcp_server : public line_transport {
   void finish_task(mcp::mcp_task& task, tool_result result) noexcept {
     try {
       const bool failed = result.is_error;
-      std::string message;
-      if (failed) message = result.text.substr(0, std::min<std::size_t>(result.text.find('\n'), 300));
+      std::string message =
+          mcp::task_status_message(failed, result.text, result.facts ? &*result.facts : nullptr);
       send(tasks_.finish(task, mcp::call_result(nullptr, std::move(result), version_or_none())["result"], failed,
                          to_valid_utf8(message)));
     } catch (...) {

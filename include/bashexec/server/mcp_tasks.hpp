@@ -9,8 +9,10 @@
 //
 // Statuses: working; input_required while an escalation question of the
 // call waits for the person; completed (a result, also for a command that
-// exited non-zero); failed (a result with isError: the call did not do what
-// was asked — its text says why); cancelled (no result). Each change is a
+// exited non-zero; a `tty` call that handed its command on waiting for
+// input is completed too, its statusMessage saying so and naming the bash
+// task to answer with bash_input); failed (a result with isError: the call
+// did not do what was asked — its text says why); cancelled (no result). Each change is a
 // `notifications/tasks/status`. A task ended longer ago than its ttl is
 // forgotten (tasks/get then says unknown); the server caps the ttl a client
 // asks for and the number of tasks it holds.
@@ -19,6 +21,7 @@
 // worker threads, and every member locks.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +58,27 @@ inline std::string_view task_state_name(task_state state) noexcept {
     case task_state::cancelled: return "cancelled";
   }
   return "failed";
+}
+
+/// The statusMessage of a task whose call answered `text` (`failed`: an
+/// error result) with the tool's `facts`: a failure's first line (at most
+/// 300 bytes); for a call that handed its command on waiting for input
+/// (`tty`), that it waits, its prompt, and how to answer — the MCP task is
+/// completed, and the command goes on as the bash task the facts name.
+/// Empty otherwise.
+inline std::string task_status_message(bool failed, std::string_view text, const nlohmann::json* facts) {
+  if (failed) return std::string(text.substr(0, std::min<std::size_t>(text.find('\n'), 300)));
+  if (!facts || !facts->is_object()) return {};
+  const auto wait = facts->find("input_wait");
+  const auto id = facts->find("task_id");
+  if (wait == facts->end() || !wait->is_object() || id == facts->end() || !id->is_string()) return {};
+  const auto prompt = wait->find("prompt");
+  const std::string shown = prompt != wait->end() && prompt->is_string()
+                                ? nlohmann::json(prompt->get<std::string>().substr(0, 200))
+                                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                : std::string("\"\"");
+  return fmt::format("the command waits for input (prompt {}) and goes on as {}: answer with bash_input", shown,
+                     id->get<std::string>());
 }
 
 inline bool terminal(task_state state) noexcept {
