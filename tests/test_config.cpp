@@ -212,6 +212,34 @@ TEST_CASE("contract 1: a sandbox mode outside the ladder is rejected at construc
              Catch::Contains("mode"));
 }
 
+TEST_CASE("an egress restriction without network = allowlist is refused, naming the field, never ignored",
+          "[config][network]") {
+  // Nothing but the allowlist's proxy enforces these: accepted under
+  // another network they would read as restricted while commands had it all.
+  auto refused = [](auto&& restrict, network_access network) {
+    executor_config config;
+    config.sandbox.network = network;
+    restrict(config.sandbox.egress);
+    return invalid_argument_message([&] { local_executor executor(config); });
+  };
+  for (const auto network : {network_access::full, network_access::loopback, network_access::none}) {
+    INFO(to_string(network));
+    CHECK_THAT(refused([](network_policy& p) { p.allowed_domains = {"pypi.org"}; }, network),
+               Catch::Contains("sandbox.egress.allowed_domains") && Catch::Contains("sandbox.network = allowlist") &&
+                   Catch::Contains(std::string("\"") + std::string(to_string(network)) + "\""));
+    CHECK_THAT(refused([](network_policy& p) { p.denied_domains = {"evil.test"}; }, network),
+               Catch::Contains("sandbox.egress.denied_domains"));
+    CHECK_THAT(refused([](network_policy& p) { p.allowed_ranges = {"10.0.0.0/8"}; }, network),
+               Catch::Contains("sandbox.egress.allowed_ranges"));
+    CHECK_THAT(refused([](network_policy& p) { p.methods = network_methods::read_only; }, network),
+               Catch::Contains("sandbox.egress.methods"));
+    CHECK_THAT(refused([](network_policy& p) { p.host_map = {{"a.test", "10.0.0.1"}}; }, network),
+               Catch::Contains("sandbox.egress.host_map"));
+    // The limits and the resolver choice restrict nothing by themselves.
+    CHECK(refused([](network_policy& p) { p.system_dns = false; }, network).empty());
+  }
+}
+
 TEST_CASE("a confinement's own configuration is validated at construction, naming the field",
           "[config][confinement]") {
   CHECK_THAT(invalid_argument_message([] { sandbox_executor executor({}, bwrap::config{.program = ""}); }),

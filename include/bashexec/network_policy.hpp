@@ -264,6 +264,20 @@ inline std::string network_marker(const network_report& report) {
   return "[network: blocked " + listed + "]";
 }
 
+namespace detail {
+/// The first field of `policy` that restricts what a proxy lets through
+/// (its name under `sandbox.egress`), if any: what only `network =
+/// allowlist` enforces.
+inline std::optional<std::string_view> egress_restriction(const network_policy& policy) {
+  if (!policy.allowed_domains.empty()) return "allowed_domains";
+  if (!policy.denied_domains.empty()) return "denied_domains";
+  if (!policy.allowed_ranges.empty()) return "allowed_ranges";
+  if (policy.methods != network_methods::all) return "methods";
+  if (!policy.host_map.empty()) return "host_map";
+  return std::nullopt;
+}
+}  // namespace detail
+
 }  // namespace bashexec
 
 template <>

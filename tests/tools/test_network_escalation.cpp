@@ -44,11 +44,12 @@ executor_config escalation_config(const workspace& ws, network_access network = 
   config.sandbox.default_mode = sandbox_mode::read_only;
   config.sandbox.workspace_root = ws.dir.path();
   config.cwd = ws.dir.path();
+  if (network != network_access::allowlist) return config;  // an egress policy applies only there
   config.sandbox.egress.allowed_domains = {"files.test"};
   config.sandbox.egress.denied_domains = {"evil.test"};
   config.sandbox.egress.host_map = {{"pypi.org", "127.0.0.1"}, {"evil.test", "127.0.0.1"}};
   config.sandbox.egress.system_dns = false;
-  if (network == network_access::allowlist) config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
+  config.sandbox.gateway = std::make_shared<network::asio_egress_gateway>();
   return config;
 }
 

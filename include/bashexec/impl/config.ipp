@@ -80,6 +80,13 @@ BASHEXEC_DECL void validate(const executor_config& config) {
       throw std::invalid_argument(
           "sandbox.gateway: sandbox.network = allowlist needs an egress gateway to serve the proxy "
           "(network::asio_egress_gateway in <bashexec/network/egress_proxy.hpp>)");
+  } else if (const auto restriction = detail::egress_restriction(config.sandbox.egress)) {
+    // A restriction nothing enforces reads as a restricted network while
+    // every confined command has the one `network` gives it (issue 43).
+    throw std::invalid_argument(fmt::format(
+        "sandbox.egress.{}: applies only with sandbox.network = allowlist (this configuration gives confined "
+        "commands the network \"{}\"); set sandbox.network = network_access::allowlist, or leave it empty",
+        *restriction, config.sandbox.network));
   }
   auto require_positive_limit = [](const std::optional<std::uint64_t>& value, std::string_view field) {
     if (value && *value == 0) throw std::invalid_argument(fmt::format("limits.{} must be positive, got 0", field));
