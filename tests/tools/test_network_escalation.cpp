@@ -136,7 +136,11 @@ TEMPLATE_TEST_CASE("network escalation: allowed-once widens that one call's allo
   const call_context context = session_with(approver);
 
   const tool_result before = tools.call("bash", fetch("http://pypi.org/"), context);
-  CHECK(before.text == "403\n[network: blocked pypi.org:80 (not in allowed domains)]");
+  // The way forward is named, as after a file denial.
+  const std::string pypi_hint =
+      "\n[to reach pypi.org, repeat the same command with network_permissions [\"pypi.org\"] and a "
+      "justification; do not work around the network policy]";
+  CHECK(before.text == "403\n[network: blocked pypi.org:80 (not in allowed domains)]" + pypi_hint);
 
   const tool_result granted = tools.call("bash", asking(fetch("http://pypi.org/"), {"PyPI.org"}), context);
   INFO(granted.text);
@@ -154,8 +158,9 @@ TEMPLATE_TEST_CASE("network escalation: allowed-once widens that one call's allo
                                                   "domains (this one command only):\n  pypi.org\nCommand (1 line"));
 
   const tool_result after = tools.call("bash", fetch("http://pypi.org/"), context);
-  CHECK(after.text == "403\n[network: blocked pypi.org:80 (not in allowed domains)]");
+  CHECK(after.text == "403\n[network: blocked pypi.org:80 (not in allowed domains)]" + pypi_hint);
 
+  // A denied name, or an address, is not something a grant changes: no hint.
   const tool_result denied = tools.call("bash", asking(fetch("http://evil.test/"), {"evil.test"}), context);
   CHECK(denied.text == "403\n[network: blocked evil.test:80 (denied domain)]");
 }
@@ -224,8 +229,8 @@ TEMPLATE_TEST_CASE("network escalation: allowed-for-session grants the names to 
   // Another session, with a log of its own, is not.
   session_log other;
   context.log = &other;
-  CHECK(tools.call("bash", fetch("http://pypi.org/"), context).text ==
-        "403\n[network: blocked pypi.org:80 (not in allowed domains)]");
+  CHECK_THAT(tools.call("bash", fetch("http://pypi.org/"), context).text,
+             Catch::StartsWith("403\n[network: blocked pypi.org:80 (not in allowed domains)]\n[to reach pypi.org"));
   // Only grant_network_for_session writes the event, and it checks the names.
   CHECK_THROWS_WITH(other.append("network-grant", {{"domains", {"x.test"}}}),
                     Catch::Contains("grant_network_for_session"));

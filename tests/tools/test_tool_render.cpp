@@ -119,6 +119,36 @@ TEST_CASE("contract 20: a denial is marked, with the escalation hint only when e
             "[exit code: 1]");
 }
 
+TEST_CASE("contract 20: names blocked as not allowed get the network_permissions hint, only when it is offered",
+          "[render][contract-20][network]") {
+  auto blocked = [](std::string host, network_block_reason reason) {
+    network_attempt attempt;
+    attempt.host = std::move(host);
+    attempt.port = 443;
+    attempt.decision = network_decision::blocked;
+    attempt.reason = reason;
+    return attempt;
+  };
+  run_result result;
+  result.exit_code = 0;
+  result.network = network_report{};
+  result.network->attempts = {blocked("PyPI.org", network_block_reason::not_allowed),
+                              blocked("pypi.org", network_block_reason::not_allowed),
+                              blocked("8.8.8.8", network_block_reason::not_allowed),
+                              blocked("evil.test", network_block_reason::denied_domain),
+                              blocked("files.test", network_block_reason::not_allowed)};
+  const std::string marker = render_run_result(result, true, false);
+  CHECK(marker.find("[to reach") == std::string::npos);  // network_permissions not offered
+  const std::string text = render_run_result(result, true, true);
+  // One entry per name, canonical; an IP literal or a denied name is no name to grant.
+  CHECK_THAT(text, Catch::EndsWith("\n[to reach pypi.org, files.test, repeat the same command with network_permissions "
+                                   "[\"pypi.org\", \"files.test\"] and a justification; do not work around the "
+                                   "network policy]"));
+  result.network->attempts = {blocked("evil.test", network_block_reason::denied_domain),
+                              blocked("a.test", network_block_reason::private_address)};
+  CHECK(render_run_result(result, true, true).find("[to reach") == std::string::npos);
+}
+
 TEST_CASE("contract 20: sandbox facts without a denial add nothing", "[render][contract-20]") {
   run_result result = exited(0, "ok\n");
   result.sandbox = sandbox_info{sandbox_mode::read_only, false, enforcement::partial, false, {}};

@@ -357,7 +357,8 @@ class bash_tools {
       if (spec.capture_state) state_lines = carry_forward(*state_log, before, start, result, root, mode);
       nlohmann::json facts = tool_facts(result);
       if (state_log) facts["cwd"] = start.shown_cwd.empty() ? std::string(".") : to_valid_utf8(start.shown_cwd);
-      return tool_result{carried_lines + state_lines + render_run_result(result, escalation_advertised()),
+      return tool_result{carried_lines + state_lines +
+                             render_run_result(result, escalation_advertised(), network_escalation_advertised()),
                          result.aborted, std::move(facts)};
     } catch (const sandbox_unavailable& e) {
       return error(fmt::format("sandbox unavailable under {} mode: {}; the command did not run", e.mode(),
@@ -420,7 +421,8 @@ class bash_tools {
     try {
       if (auto refused = fence(id, context)) return *refused;
       const task_read read = executor_.read_output(id);
-      return tool_result{render_task_read(read, escalation_advertised()), false, tool_facts(read)};
+      return tool_result{render_task_read(read, escalation_advertised(), network_escalation_advertised()), false,
+                         tool_facts(read)};
     } catch (const task_forgotten& e) {
       // Not "unknown": the model did start it, and must not retry or guess.
       return error(fmt::format("task {} finished and was forgotten; its output is no longer available ({})",
@@ -438,7 +440,7 @@ class bash_tools {
       const std::size_t written = executor_.write_input(id, input.input);
       if (input.wait.count() > 0) executor_.wait_for_input(id, input.wait);
       const task_read read = executor_.read_output(id);
-      std::string text = render_task_read(read, escalation_advertised());
+      std::string text = render_task_read(read, escalation_advertised(), network_escalation_advertised());
       if (written < input.input.size())
         text = fmt::format("[input: only {} of {} bytes were taken; the task is not reading]\n{}", written,
                            input.input.size(), text);
@@ -495,7 +497,7 @@ class bash_tools {
   void on_settled(const task_snapshot& task) noexcept {
     if (!on_notice_) return;
     try {
-      on_notice_(task.owner, render_task_notice(task, escalation_advertised()));
+      on_notice_(task.owner, render_task_notice(task, escalation_advertised(), network_escalation_advertised()));
     } catch (...) {
       // A harness's failing notice must not break the task or the call.
     }

@@ -10,6 +10,7 @@
 //   [sandbox: file access denied under <mode> mode]   (or the runner-failure marker)
 //   [to run this with wider file access, …]            (only when escalation is advertised)
 //   [network: blocked <host>:<port> (<reason>), …]     (allowlist only: network_marker)
+//   [to reach <names>, repeat … network_permissions …] (names not allowed, when it is advertised)
 //   [timed out after <N>ms]
 //   [aborted]
 //   [leftover background processes were killed …]
@@ -25,14 +26,17 @@
 // input has `[waiting for input: "<prompt>"]` before its status line.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/core.h>
 
+#include "bashexec/detail/text/domain_name.hpp"
 #include "bashexec/detail/text/stderr_section.hpp"
 #include "bashexec/ids.hpp"
 #include "bashexec/result.hpp"
@@ -103,11 +107,43 @@ inline void append_sandbox_markers(std::string& text, const std::optional<sandbo
   }
 }
 
+/// The one sanctioned way forward after names were blocked as not allowed,
+/// as the file denial has its own: `[to reach pypi.org, repeat the same
+/// command with network_permissions ["pypi.org"] and a justification; …]`.
+/// Empty when no name was (a denied name, an address or a limit is not
+/// something a grant changes; an IP literal is not a name).
+inline std::string network_escalation_hint(const network_report& report) {
+  std::vector<std::string> names;
+  for (const auto& attempt : report.attempts) {
+    if (attempt.decision != network_decision::blocked || attempt.reason != network_block_reason::not_allowed)
+      continue;
+    const auto name = network::canonical_domain(attempt.host);
+    if (!name || name->find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) continue;
+    if (std::find(names.begin(), names.end(), *name) == names.end() && names.size() < network_marker_hosts)
+      names.push_back(*name);
+  }
+  if (names.empty()) return {};
+  // Canonical names are letters, digits, dots and hyphens: quoted as they are.
+  std::string listed, array;
+  for (const auto& name : names) {
+    listed += (listed.empty() ? "" : ", ") + name;
+    array += (array.empty() ? "\"" : ", \"") + name + '"';
+  }
+  return fmt::format(
+      "[to reach {}, repeat the same command with network_permissions [{}] and a justification; do not work "
+      "around the network policy]",
+      listed, array);
+}
+
 /// Appends the `[network: blocked …]` line of an allowlist run or settled
-/// task (network_policy.hpp's network_marker), if anything was blocked.
-inline void append_network_marker(std::string& text, const std::optional<network_report>& network) {
+/// task (network_policy.hpp's network_marker), if anything was blocked, and
+/// the hint when the schema offers `network_permissions`.
+inline void append_network_marker(std::string& text, const std::optional<network_report>& network,
+                                  bool network_escalation_advertised = false) {
   if (!network) return;
   if (std::string marker = network_marker(*network); !marker.empty()) detail::append_line(text, to_valid_utf8(marker));
+  if (network_escalation_advertised)
+    if (std::string hint = network_escalation_hint(*network); !hint.empty()) detail::append_line(text, hint);
 }
 
 /// stdout, its truncation note, the `[stderr]` section, or `(no output)`.
@@ -148,7 +184,8 @@ inline std::string waiting_marker(const input_wait& wait) {
 
 /// The text of a foreground `bash` call (contract 20), settled or — on a
 /// terminal — handed on as a task waiting for input (contract 26).
-inline std::string render_run_result(const run_result& result, bool escalation_advertised) {
+inline std::string render_run_result(const run_result& result, bool escalation_advertised,
+                                     bool network_escalation_advertised = false) {
   if (result.continued_as && result.input_wait) {
     std::string text = result.out.text.empty() ? std::string("(no output)") : to_valid_utf8(result.out.text, true);
     if (result.out.truncated) detail::append_line(text, truncation_note(result.out));
@@ -158,7 +195,7 @@ inline std::string render_run_result(const run_result& result, bool escalation_a
   }
   std::string text = render_output_body(result.out, result.err);
   append_sandbox_markers(text, result.sandbox, escalation_advertised);
-  append_network_marker(text, result.network);
+  append_network_marker(text, result.network, network_escalation_advertised);
   if (result.timed_out) detail::append_line(text, fmt::format("[timed out after {}ms]", result.timeout.count()));
   if (result.aborted) detail::append_line(text, "[aborted]");
   if (result.leftovers_killed)
@@ -208,7 +245,8 @@ inline std::string lossy_line(const task_read& read) {
 }
 
 /// The text of a `bash_output` call (contract 20).
-inline std::string render_task_read(const task_read& read, bool escalation_advertised) {
+inline std::string render_task_read(const task_read& read, bool escalation_advertised,
+                                    bool network_escalation_advertised = false) {
   // A delta starts wherever the previous read stopped, possibly mid-character.
   std::string text = read.delta.empty() ? std::string("(no new output)") : to_valid_utf8(read.delta, true);
   if (read.lossy) detail::append_line(text, lossy_line(read));
@@ -217,7 +255,7 @@ inline std::string render_task_read(const task_read& read, bool escalation_adver
   detail::append_line(text, status_line(read.task));
   if (read.task.status != task_status::running) {
     append_sandbox_markers(text, read.task.sandbox, escalation_advertised);
-    append_network_marker(text, read.task.network);
+    append_network_marker(text, read.task.network, network_escalation_advertised);
   }
   return text;
 }
@@ -245,13 +283,14 @@ inline std::string command_summary(std::string_view command, std::size_t max_byt
 ///   command: <first line of the command>
 ///   [status: …]
 ///   [sandbox marker lines, if any]
-inline std::string render_task_notice(const task_snapshot& task, bool escalation_advertised) {
+inline std::string render_task_notice(const task_snapshot& task, bool escalation_advertised,
+                                      bool network_escalation_advertised = false) {
   std::string text = fmt::format("background task {} finished; read its output with bash_output\ncommand: {}",
                                  to_valid_utf8(task.id.value()), command_summary(task.command));
   detail::append_line(text, status_line(task));
   if (task.status != task_status::running) {
     append_sandbox_markers(text, task.sandbox, escalation_advertised);
-    append_network_marker(text, task.network);
+    append_network_marker(text, task.network, network_escalation_advertised);
   }
   return text;
 }
