@@ -65,7 +65,8 @@ struct sandbox_config {
   /// Under `network = allowlist`: what the egress proxy lets through
   /// (allowed and denied domains, address ranges, methods, a static host
   /// map, limits; network_policy.hpp, docs/network.md). Validated then, with
-  /// the field named (`network.allowed_domains[2]`); ignored otherwise.
+  /// the field named (`network.allowed_domains[2]`); under any other network
+  /// a restriction here is refused at construction (nothing would enforce it).
   network_policy egress;
   /// Under `network = allowlist`: what serves each command's proxy listener.
   /// Required then; `network::asio_egress_gateway` (network/egress_proxy.hpp,
